@@ -1,0 +1,148 @@
+"""Shared trusted-side steps for the `causal_attention` hidden checks."""
+import torch
+
+from autograder.verdict import expect_tensor, fail, shape_text
+
+
+def randn(rng, *shape):
+    return torch.randn(*shape, generator=rng)
+
+
+def reference_module(reference, class_name, *args, seed=0, **kwargs):
+    """The reference module, initialised from `seed` without touching global RNG state."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return getattr(reference, class_name)(*args, **kwargs).eval()
+
+
+def randomize(module, rng, overrides=None):
+    """Give every parameter fresh values from `rng` (init order never matters)."""
+    overrides = overrides or {}
+    with torch.no_grad():
+        for name, param in module.named_parameters():
+            if name in overrides:
+                param.copy_(overrides[name])
+            else:
+                param.copy_(torch.randn(param.shape, generator=rng) / param.shape[-1] ** 0.5)
+    return module
+
+
+def paired(student, reference, class_name, args, rng, overrides=None, **kwargs):
+    """Build the student's and the reference module with identical parameters.
+
+    Parameters are copied by name, so the student's init order is irrelevant.
+    Returns (student handle, reference module).
+    """
+    if student.kind(class_name) != "class":
+        fail(f"`{class_name}` should be a class, but it is {student.kind(class_name)}.")
+    ref = randomize(reference_module(reference, class_name, *args, **kwargs), rng, overrides)
+    handle = student.new(class_name, args, kwargs)
+    params = {name: p.detach().clone() for name, p in ref.named_parameters()}
+    report = student.load_parameters(handle, params)
+    if report["missing"]:
+        names = ", ".join(report["missing"][:4])
+        fail(f"Your {class_name} has no parameter named {names}. Use the attribute names the"
+             f" exercise gives (and nn.Linear/nn.Embedding layers), so weights can be compared.")
+    if report["wrong_shape"]:
+        name, (got, want) = next(iter(report["wrong_shape"].items()))
+        fail(f"In your {class_name}, {name} has shape {shape_text(got)}; expected {shape_text(want)}.")
+    if report["extra"]:
+        fail(f"Your {class_name} has parameters the exercise does not ask for:"
+             f" {', '.join(report['extra'][:4])}.")
+    return handle, ref
+
+
+def reference_forward(module, *inputs, train=False):
+    module.train(train)
+    with torch.no_grad():
+        return module(*inputs)
+
+
+def student_forward(student, handle, *inputs, shape, what="The output"):
+    return expect_tensor(student.forward(handle, *inputs), what, shape=shape)
+
+
+def expect_no_leak(student, handle, x, make_later, what):
+    """Changing tokens after position t must leave outputs up to t unchanged,
+    and gradients of early outputs w.r.t. later inputs must be zero."""
+    n = x.shape[1]
+    t = n // 2
+    changed = x.clone()
+    changed[:, t + 1:] = make_later(changed[:, t + 1:])
+    before = expect_tensor(student.forward(handle, x), "The output")
+    after = expect_tensor(student.forward(handle, changed), "The output", shape=before.shape)
+    if not torch.allclose(before[:, : t + 1], after[:, : t + 1], atol=1e-5):
+        fail(f"{what}: changing tokens after position {t} changed the outputs at positions"
+             f" 0..{t}, so the future leaks into the past. Check the causal mask.")
+    if x.is_floating_point():
+        cotangent = torch.zeros_like(before)
+        cotangent[:, : t + 1] = 1.0
+        grad = student.vjp(handle, [x], cotangent)
+        if grad is None:
+            fail(f"{what}: the output is not differentiable with respect to the input"
+                 " (was it computed under torch.no_grad() or detached?).")
+        grad = expect_tensor(grad, "The gradient", shape=x.shape)
+        if grad[:, t + 1:].abs().max() > 1e-6:
+            fail(f"{what}: outputs at positions 0..{t} have a nonzero gradient with respect to"
+                 " later inputs, so the future leaks into the past. Check the causal mask.")
+
+
+def expect_mask_buffer(structure, class_name, context_length):
+    """`mask` is a registered buffer with the causal pattern, not a parameter."""
+    if "mask" in structure["parameters"]:
+        fail(f"In your {class_name}, `mask` is a parameter, so an optimiser would change it."
+             " Register it with self.register_buffer('mask', ...).")
+    mask = structure["buffers"].get("mask")
+    if mask is None:
+        fail(f"Your {class_name} has no buffer named `mask`. Register the causal mask with"
+             " self.register_buffer('mask', torch.tril(torch.ones(context_length, context_length))).")
+    expected_shape = (context_length, context_length)
+    if type(mask) is not torch.Tensor or tuple(mask.shape) != expected_shape:
+        fail(f"The `mask` buffer should have shape {shape_text(expected_shape)},"
+             f" got {shape_text(getattr(mask, 'shape', ()))}.")
+    keep = torch.tril(torch.ones(expected_shape, dtype=torch.bool))
+    if not (torch.equal(mask != 0, keep) or torch.equal(mask != 0, ~keep)):
+        fail("The `mask` buffer is not a causal (triangular) mask: build it with"
+             " torch.tril(torch.ones(context_length, context_length)).")
+
+
+def expect_moves_to_meta(student, handle, x, class_name, out_shape):
+    """After .to('meta') everything is on meta and forward creates nothing on the CPU."""
+    report = student.meta_forward(handle, x)
+    if not report["moved"]:
+        fail(f"Your {class_name} could not be moved with .to('meta'): {report['error']}")
+    stuck = [name for name, device in report.get("devices", {}).items() if device != "meta"]
+    if stuck:
+        fail(f"After model.to(device), {', '.join(stuck)} stayed behind: register tensors as"
+             " buffers or parameters so they move with the model.")
+    if report["error"] or report["cpu_ops"]:
+        fail(f"Your {class_name} does not work once moved to another device (as on a GPU):"
+             " forward creates or uses a tensor on the CPU. Use buffers (self.mask) and create new"
+             " tensors with device=x.device.")
+    if tuple(report["output_shape"] or ()) != tuple(out_shape):
+        fail(f"On another device the output has shape {shape_text(report['output_shape'] or ())},"
+             f" expected {shape_text(out_shape)}.")
+
+
+def weights_from(student, name, qkt, d_out):
+    """Call the student's weights function `name`; it must be a function."""
+    if student.kind(name) != "function":
+        fail(f"`{name}` should be a function, but it is {student.kind(name)}.")
+    return student.call(name, qkt.clone(), d_out)
+
+
+def scale_mistakes(weights_function, qkt, d_out):
+    """(weights, explanation) for wrong scalings, via the reference itself:
+    scaling by sqrt(s) with s = 1, d_out**2 and 1/d_out."""
+    return [
+        (weights_function(qkt, 1), "the scores are not scaled. Divide them by sqrt(d_out)."),
+        (weights_function(qkt, d_out ** 2),
+         "the scores are divided by d_out; divide by its square root, sqrt(d_out)."),
+        (weights_function(qkt, 1 / d_out),
+         "the scores are multiplied by sqrt(d_out); divide by it instead."),
+    ]
+
+
+def random_scores(rng, shape):
+    d_out = int(torch.randint(2, 64, (1,), generator=rng))
+    return randn(rng, *shape) * 4, d_out

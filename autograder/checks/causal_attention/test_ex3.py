@@ -1,0 +1,116 @@
+"""Exercise 3: class CausalAttention(d_in, d_out, context_length, dropout, qkv_bias)."""
+import pytest
+import torch
+
+from autograder.verdict import diagnose_weights, expect_close, expect_tensor, fail
+
+from .common import (expect_mask_buffer, expect_moves_to_meta, expect_no_leak, paired, randn,
+                     scale_mistakes, student_forward)
+
+NAME = "CausalAttention"
+VALUE_HINT = ("Check the scaling (sqrt(d_out)), the softmax dimension (-1) and that the"
+              " mask is sliced to the input length.")
+JOURNEY = torch.tensor([[0.43, 0.15, 0.89], [0.55, 0.87, 0.66], [0.57, 0.85, 0.64],
+                        [0.22, 0.58, 0.33], [0.77, 0.25, 0.10], [0.05, 0.80, 0.55]])
+
+
+@pytest.mark.parametrize("batch, tokens", [(1, 10), (3, 7), (2, 1)])
+def test_output_shape(student, rng, batch, tokens):
+    """Returns (B, N, d_out) for several batch sizes and inputs up to context_length"""
+    handle = student.new(NAME, (5, 4, 10))
+    x = randn(rng, batch, tokens, 5)
+    student_forward(student, handle, x, shape=(batch, tokens, 4),
+                    what=f"For an input of shape {(batch, tokens, 5)}, the output")
+
+
+@pytest.mark.parametrize("qkv_bias", [False, True])
+def test_structure(student, qkv_bias):
+    """Has W_query, W_key, W_value (nn.Linear), a dropout layer and a `mask` buffer"""
+    handle = student.new(NAME, (5, 4, 9), {"dropout": 0.25, "qkv_bias": qkv_bias})
+    structure = student.structure(handle)
+    if not structure["is_module"]:
+        fail(f"{NAME} should be a subclass of nn.Module.")
+    expected = {f"{w}.weight": [4, 5] for w in ("W_query", "W_key", "W_value")}
+    if qkv_bias:
+        expected.update({f"{w}.bias": [4] for w in ("W_query", "W_key", "W_value")})
+    if structure["parameters"] != expected:
+        fail(f"With qkv_bias={qkv_bias}, the parameters should be {sorted(expected)} with shapes"
+             f" (d_out, d_in), got {structure['parameters']}. Use nn.Linear(d_in, d_out, bias=qkv_bias).")
+    if structure["dropouts"] != {"dropout": 0.25}:
+        fail(f"Expected an attribute `dropout` = nn.Dropout(dropout) with p = 0.25, got {structure['dropouts']}.")
+    expect_mask_buffer(structure, NAME, 9)
+    student_forward(student, handle, torch.zeros(1, 3, 5), shape=(1, 3, 4))
+
+
+@pytest.mark.weight(2)
+@pytest.mark.parametrize("tokens", [12, 5], ids=["full", "short"])
+def test_reference_values(student, reference, rng, tokens):
+    """Matches the reference output with the same weights, for full and short inputs"""
+    handle, ref = paired(student, reference, NAME, (6, 4, 12), rng)
+    x = randn(rng, 3, tokens, 6)
+    with torch.no_grad():
+        expected = ref(x)
+    got = student_forward(student, handle, x, shape=expected.shape)
+    expect_close(got, expected, f"With {tokens} of 12 tokens, the outputs", VALUE_HINT)
+
+
+def test_attention_weights(student, reference, rng):
+    """Attention weights: rows sum to 1, zero above the diagonal, correct values"""
+    n, d = 7, 8
+    w_q, w_k = randn(rng, d, d), randn(rng, d, d)
+    # With one-hot tokens and an identity value projection, output = weights.
+    handle, _ = paired(student, reference, NAME, (d, d, 10), rng,
+                       overrides={"W_query.weight": w_q, "W_key.weight": w_k,
+                                  "W_value.weight": torch.eye(d)})
+    x = torch.eye(d)[:n].unsqueeze(0)
+    got = student_forward(student, handle, x, shape=(1, n, d))[..., :n]
+    scores = (x @ w_q.T) @ (x @ w_k.T).transpose(1, 2)
+    expected = reference.mask_before_softmax(scores, d)
+    diagnose_weights(got, expected, "The attention weights",
+                     scale_mistakes(reference.mask_before_softmax, scores, d))
+
+
+def test_no_future_leak(student, reference, rng):
+    """Outputs at position t do not depend on tokens after t (values and gradients)"""
+    handle, _ = paired(student, reference, NAME, (6, 4, 10), rng)
+    expect_no_leak(student, handle, randn(rng, 2, 9, 6), lambda later: later + 3.0, NAME)
+
+
+def test_dropout_on_weights(student, reference, rng):
+    """Dropout acts on the attention weights, in training mode only"""
+    n, d = 16, 6
+    # Every value vector is all ones, so an output row is the sum of its weights.
+    overrides = {"W_value.weight": torch.zeros(d, d), "W_value.bias": torch.ones(d)}
+    handle, _ = paired(student, reference, NAME, (d, d, n), rng, overrides=overrides,
+                       dropout=0.5, qkv_bias=True)
+    x = randn(rng, 4, n, d)
+    evaluated = expect_tensor(student.forward(handle, x), "The output", shape=(4, n, d))
+    if not torch.allclose(evaluated, torch.ones(4, n, d), atol=1e-5):
+        fail("In eval mode (model.eval()) dropout must do nothing, but the attention weights"
+             " changed. Use the nn.Dropout layer self.dropout; it switches off in eval mode.")
+    trained = expect_tensor(student.forward(handle, x, train=True, seed=1), "The output", shape=(4, n, d))
+    if torch.allclose(trained, torch.ones(4, n, d), atol=1e-5):
+        fail("In training mode no attention weight was dropped: apply self.dropout to the"
+             " attention weights after softmax.")
+    if not torch.allclose(trained, trained[..., :1].expand_as(trained), atol=1e-5):
+        fail("Dropout is applied to the output (the context vectors), not to the attention"
+             " weights: apply self.dropout to the weights, before multiplying by the values.")
+
+
+def test_moves_with_model(student, rng):
+    """The mask moves with the model (.to(device)) and forward creates nothing on the CPU"""
+    handle = student.new(NAME, (5, 4, 10))
+    expect_moves_to_meta(student, handle, randn(rng, 2, 6, 5), NAME, (2, 6, 4))
+
+
+def test_canonical_seeded_values(student):
+    """Gives the book's values for torch.manual_seed(123) on 'Your journey starts with one step'"""
+    handle = student.new(NAME, (3, 2, 6), seed=123)
+    got = student_forward(student, handle, torch.stack((JOURNEY, JOURNEY)), shape=(2, 6, 2))
+    expected = torch.tensor([[-0.4519, 0.2216], [-0.5874, 0.0058], [-0.6300, -0.0632],
+                             [-0.5675, -0.0843], [-0.5526, -0.0981], [-0.5299, -0.1081]])
+    if not torch.allclose(got[0], expected, atol=1e-4):
+        fail("With torch.manual_seed(123) and CausalAttention(3, 2, 6), the output on the"
+             f" notebook's six tokens should start {expected[0].tolist()}, got"
+             f" {[round(v, 4) for v in got[0, 0].tolist()]}. Keep W_query, W_key, W_value"
+             " created in that order (as given).")

@@ -1,0 +1,84 @@
+"""pytest plugin that lets hidden checks talk to one submission.
+
+Fixtures: `student` (the probe API), `reference` (the solutions namespace),
+`seed` and `rng` (inputs drawn from the grading run's seed, different for every
+check so hard-coded outputs cannot pass). Results are collected per check with
+a student-facing message, never a traceback or the check's code.
+"""
+import zlib
+from dataclasses import dataclass
+
+import pytest
+import torch
+
+from . import reference as reference_module
+from .student import StudentError
+from .verdict import hint_for
+
+
+@dataclass
+class CheckResult:
+    grade_id: str
+    name: str
+    description: str
+    weight: float
+    passed: bool
+    message: str = ""
+
+
+def grade_id_of(item):
+    return item.module.__name__.rsplit(".", 1)[-1].removeprefix("test_")
+
+
+def message_of(excinfo):
+    error = excinfo.value
+    if excinfo.errisinstance(pytest.fail.Exception):
+        return str(error.msg)
+    if isinstance(error, StudentError):
+        text = str(error)
+        hint = hint_for(text)
+        return f"Your code failed: {text}" + (f" {hint}" if hint else "")
+    if isinstance(error, AssertionError) and str(error):
+        return str(error)
+    return f"This check could not run ({type(error).__name__}). Please tell your instructor."
+
+
+class GradingPlugin:
+    def __init__(self, assignment, student, seed):
+        self.assignment = assignment
+        self._student = student
+        self.run_seed = seed
+        self.results = []
+
+    def pytest_configure(self, config):
+        config.addinivalue_line("markers", "weight(n): relative weight of a check in its grade cell")
+
+    @pytest.fixture
+    def student(self):
+        return self._student
+
+    @pytest.fixture
+    def reference(self):
+        return reference_module.load(self.assignment)
+
+    @pytest.fixture
+    def seed(self, request):
+        return (self.run_seed * 1_000_003 + zlib.crc32(request.node.name.encode())) % 2**31
+
+    @pytest.fixture
+    def rng(self, seed):
+        return torch.Generator().manual_seed(seed)
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item, call):
+        outcome = yield
+        report = outcome.get_result()
+        if report.when == "call" or (report.when == "setup" and not report.passed):
+            marker = item.get_closest_marker("weight")
+            doc = (item.function.__doc__ or item.name).strip().splitlines()[0]
+            self.results.append(CheckResult(
+                grade_id=grade_id_of(item), name=item.name, description=doc,
+                weight=float(marker.args[0]) if marker else 1.0,
+                passed=report.passed,
+                message="" if report.passed or call.excinfo is None else message_of(call.excinfo),
+            ))

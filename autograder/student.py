@@ -1,0 +1,280 @@
+"""The probe API hidden checks use to talk to a submission.
+
+A check never touches a student's objects. It asks a `student` for plain data:
+"call this function on these tensors", "build this module, load these
+parameters, run it forward". Every answer is plain data (tensors, numbers,
+strings, lists, dicts), so the same checks run against
+
+* `NamespaceStudent`: the submission's namespace in this very process (stock
+  nbgrader's in-kernel grading, and checking the checks on the solutions), or
+* a proxy that forwards the same calls to a sandboxed process and gets the
+  answers back as data (the trusted grader).
+
+When the student's code raises, a probe raises `StudentError`, whose message is
+written for the student.
+"""
+import copy
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+MAX_ITEMS = 200  # dataset items / batches returned at most
+
+
+class StudentError(Exception):
+    """The submission raised or returned something unusable (student-facing)."""
+
+
+class ByteTokenizer:
+    """Plain-data stand-in for "a one-token-per-byte tiktoken encoding".
+
+    The encoding itself is built on the student's side by `byte_tokenizer`.
+    """
+
+
+def byte_tokenizer():
+    import tiktoken
+
+    return tiktoken.Encoding(
+        name="bytes", pat_str=r"\S+|\s+",
+        mergeable_ranks={bytes([i]): i for i in range(256)}, special_tokens={},
+    )
+
+
+def to_plain(value, what="your code"):
+    """Plain data only: base-class CPU tensors, numbers, strings, lists, dicts."""
+    if isinstance(value, torch.Tensor):
+        tensor = value.detach()
+        if type(tensor) is not torch.Tensor:
+            tensor = tensor.as_subclass(torch.Tensor)
+        if tensor.device.type == "meta":
+            raise StudentError(f"{what} returned a tensor without data (on the meta device).")
+        return tensor.cpu().clone()
+    if value is None or type(value) in (bool, int, float, str):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [to_plain(item, what) for item in value]
+    if isinstance(value, dict) and all(type(key) is str for key in value):
+        return {key: to_plain(item, what) for key, item in value.items()}
+    raise StudentError(f"{what} returned a {type(value).__name__}, not a tensor or plain value.")
+
+
+def _short(error):
+    text = f"{type(error).__name__}: {error}".strip()
+    first = text.splitlines()[0] if text else type(error).__name__
+    return first if len(first) <= 300 else first[:297] + "..."
+
+
+class _CpuWatch(TorchDispatchMode):
+    """Records operations that touch a CPU tensor while the module runs on meta."""
+
+    def __init__(self):
+        super().__init__()
+        self.cpu_ops = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for item in tree_flatten((args, kwargs, out))[0]:
+            if isinstance(item, torch.Tensor) and item.device.type == "cpu" and item.dim() > 0:
+                self.cpu_ops.append(str(func.overloadpacket.__name__))
+                break
+        return out
+
+
+class NamespaceStudent:
+    """Probes answered from a submission's namespace, in this process."""
+
+    def __init__(self, namespace):
+        self.namespace = namespace
+        self._objects = {}
+
+    # -- helpers -----------------------------------------------------------
+    def _get(self, name):
+        if name not in self.namespace:
+            raise StudentError(f"`{name}` is not defined. Did the cell that defines it run without errors?")
+        return self.namespace[name]
+
+    def _run(self, what, function, *args, **kwargs):
+        try:
+            return function(*args, **kwargs)
+        except Exception as error:  # the student's code failed: report, don't crash
+            raise StudentError(f"{what} raised {_short(error)}") from None
+
+    def _module(self, handle):
+        return self._objects[handle]
+
+    def _materialize(self, value):
+        if isinstance(value, ByteTokenizer):
+            return byte_tokenizer()
+        return value
+
+    # -- names and values ----------------------------------------------------
+    def kind(self, name):
+        """'missing', 'class', 'function', 'tensor' or 'other'."""
+        if name not in self.namespace:
+            return "missing"
+        value = self.namespace[name]
+        if isinstance(value, type):
+            return "class"
+        if callable(value):
+            return "function"
+        if isinstance(value, torch.Tensor):
+            return "tensor"
+        return "other"
+
+    def value(self, name):
+        return to_plain(self._get(name), f"`{name}`")
+
+    def call(self, name, *args, **kwargs):
+        function = self._get(name)
+        args = [self._materialize(a) for a in args]
+        result = self._run(f"`{name}`", function, *args, **kwargs)
+        return to_plain(result, f"`{name}`")
+
+    # -- modules -------------------------------------------------------------
+    def new(self, class_name, args=(), kwargs=None, seed=None):
+        """Build an instance (after torch.manual_seed(seed) if given); return a handle."""
+        cls = self._get(class_name)
+        with torch.random.fork_rng(devices=[]):
+            if seed is not None:
+                torch.manual_seed(seed)
+            instance = self._run(f"`{class_name}(...)`", cls, *args, **(kwargs or {}))
+        handle = f"{class_name}#{len(self._objects)}"
+        self._objects[handle] = instance
+        return handle
+
+    def structure(self, handle):
+        module = self._module(handle)
+        if not isinstance(module, torch.nn.Module):
+            return {"type": type(module).__name__, "is_module": False}
+        params = dict(module.named_parameters())
+        return {
+            "type": type(module).__name__,
+            "is_module": True,
+            "parameters": {name: list(p.shape) for name, p in params.items()},
+            "parameter_count": sum(p.numel() for p in params.values()),
+            "buffers": {name: b.detach().cpu().clone() for name, b in module.named_buffers()},
+            "modules": {name: type(m).__name__ for name, m in module.named_modules() if name},
+            "repeated_modules": sorted(
+                name for name, _ in module.named_modules(remove_duplicate=False)
+                if name and name not in dict(module.named_modules())
+            ),
+            "list_attributes": sorted(
+                name for name, value in vars(module).items()
+                if isinstance(value, (list, tuple)) and any(isinstance(v, torch.nn.Module) for v in value)
+            ),
+            "dropouts": {name: m.p for name, m in module.named_modules() if isinstance(m, torch.nn.Dropout)},
+            "attributes": {
+                name: value for name, value in vars(module).items()
+                if type(value) in (int, float, bool, str) and not name.startswith("_")
+            },
+        }
+
+    def load_parameters(self, handle, parameters):
+        """Copy parameters by name; report names that are missing or the wrong shape."""
+        module = self._module(handle)
+        own = dict(module.named_parameters())
+        report = {"missing": [], "wrong_shape": {}, "extra": sorted(set(own) - set(parameters))}
+        with torch.no_grad():
+            for name, value in parameters.items():
+                if name not in own:
+                    report["missing"].append(name)
+                elif tuple(own[name].shape) != tuple(value.shape):
+                    report["wrong_shape"][name] = [list(own[name].shape), list(value.shape)]
+                else:
+                    own[name].copy_(value)
+        return report
+
+    def forward(self, handle, *inputs, train=False, seed=0):
+        module = self._module(handle)
+        module.train(train)
+        with torch.random.fork_rng(devices=[]), torch.no_grad():
+            torch.manual_seed(seed)
+            output = self._run("forward", module, *inputs)
+        return to_plain(output, "forward")
+
+    def vjp(self, handle, inputs, cotangent, wrt="input"):
+        """Gradient of (output * cotangent).sum() w.r.t. the first input or a parameter.
+
+        None when the output is not differentiable (e.g. computed under no_grad).
+        """
+        module = self._module(handle)
+        module.eval()
+        module.zero_grad(set_to_none=True)
+        inputs = list(inputs)
+        if wrt == "input":
+            inputs[0] = inputs[0].clone().requires_grad_(True)
+            target = inputs[0]
+        else:
+            target = dict(module.named_parameters())[wrt]
+        output = self._run("forward", module, *inputs)
+        if not isinstance(output, torch.Tensor) or not output.requires_grad:
+            return None
+        self._run("backward", lambda: (output * cotangent).sum().backward())
+        grad = target.grad
+        return None if grad is None else to_plain(grad)
+
+    def meta_forward(self, handle, *inputs):
+        """Move a copy of the module to the meta device and run it there.
+
+        Reports where parameters and buffers went, whether forward worked, and
+        which operations still touched a CPU tensor (e.g. a mask or positions
+        created on the CPU): such code breaks on a GPU.
+        """
+        module = self._module(handle)
+        report = {"moved": True, "error": None, "cpu_ops": [], "output_device": None, "output_shape": None}
+        try:
+            moved = copy.deepcopy(module).to("meta").eval()
+        except Exception as error:
+            report.update(moved=False, error=_short(error))
+            return report
+        report["devices"] = {
+            name: t.device.type
+            for name, t in list(moved.named_parameters()) + list(moved.named_buffers())
+        }
+        watch = _CpuWatch()
+        inputs = [x.to("meta") for x in inputs]
+        try:
+            with watch, torch.no_grad():
+                output = moved(*inputs)
+            report["output_device"] = getattr(getattr(output, "device", None), "type", None)
+            report["output_shape"] = list(getattr(output, "shape", []))
+        except Exception as error:
+            report["error"] = _short(error)
+        report["cpu_ops"] = sorted(set(watch.cpu_ops))
+        return report
+
+    # -- data ----------------------------------------------------------------
+    def dataset(self, class_name, text, context_length, stride):
+        """len() and the first items of `class_name(text, byte tokenizer, ...)`."""
+        from torch.utils.data import Dataset
+
+        dataset = self._run(f"`{class_name}(...)`", self._get(class_name),
+                            text, byte_tokenizer(), context_length, stride)
+        length = self._run("len(dataset)", len, dataset)
+        items = [self._run(f"dataset[{i}]", dataset.__getitem__, i) for i in range(min(length, MAX_ITEMS))]
+        return {"is_dataset": isinstance(dataset, Dataset), "length": length,
+                "items": to_plain(items, "dataset[i]")}
+
+    def batches(self, function_name, text, seed=0, **kwargs):
+        """Iterate the DataLoader `function_name(text, ..., tokenizer=<bytes>)` returns."""
+        from torch.utils.data import DataLoader
+
+        function = self._get(function_name)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            loader = self._run(f"`{function_name}`", function, text,
+                               tokenizer=byte_tokenizer(), **kwargs)
+
+            def first_batches():
+                out = []
+                for batch in loader:
+                    out.append(batch)
+                    if len(out) >= MAX_ITEMS:
+                        break
+                return out
+
+            batches = self._run("iterating the loader", first_batches)
+        return {"is_loader": isinstance(loader, DataLoader), "batches": to_plain(batches, "a batch")}
+

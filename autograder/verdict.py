@@ -1,0 +1,118 @@
+"""Trusted-side helpers for hidden checks: validate what came back, explain failures.
+
+Everything here runs in the grader's process on plain data. A failing check
+calls `fail(message)`: the message is what the student reads, so it says what
+is wrong and the likely mistake, never how the check works.
+"""
+import pytest
+import torch
+
+# float32 answers written another way (einsum, scaled_dot_product_attention,
+# scaling queries first) differ from the reference by ~1e-6; real mistakes by
+# far more than these tolerances.
+RTOL, ATOL = 1e-3, 1e-4
+
+
+def fail(message):
+    pytest.fail(message, pytrace=False)
+
+
+def shape_text(shape):
+    return str(tuple(int(n) for n in shape))
+
+
+def describe(value):
+    if isinstance(value, torch.Tensor):
+        return f"a tensor of shape {shape_text(value.shape)}"
+    return f"a {type(value).__name__}"
+
+
+def expect_tensor(value, what, shape=None, dtype=None, finite=True):
+    """A real torch.Tensor (no subclass) with the given shape and dtype, all finite."""
+    if type(value) is not torch.Tensor:
+        fail(f"{what} should be a torch tensor, but it is {describe(value)}.")
+    if shape is not None and tuple(value.shape) != tuple(shape):
+        fail(f"{what}: expected shape {shape_text(shape)}, got {shape_text(value.shape)}.")
+    if dtype is not None and value.dtype != dtype:
+        fail(f"{what}: expected dtype {dtype}, got {value.dtype}.")
+    if finite and value.is_floating_point() and not torch.isfinite(value).all():
+        bad = "NaN" if torch.isnan(value).any() else "infinite"
+        hint = (" This happens when every entry of a row is masked (the diagonal must stay"
+                " visible: tril keeps it) or when -inf is not removed by softmax.")
+        fail(f"{what} contains {bad} values.{hint}")
+    return value
+
+
+def close(a, b, rtol=RTOL, atol=ATOL):
+    return a.shape == b.shape and torch.allclose(a.double(), b.double(), rtol=rtol, atol=atol)
+
+
+def max_difference(a, b):
+    return (a.double() - b.double()).abs().max().item()
+
+
+def diagnose_weights(got, expected, what, variants=()):
+    """Explain why attention weights `got` (..., n, n) differ from `expected`.
+
+    `variants` are (tensor, explanation) pairs: what a known mistake produces.
+    Does nothing when `got` is right.
+    """
+    expect_tensor(got, what, shape=expected.shape)
+    n = got.shape[-1]
+    above = got.triu(diagonal=1).abs() > 1e-6
+    if above.any():
+        if n > 1 and (got.tril(diagonal=-1).abs() <= 1e-6).all():
+            fail(f"{what} are zero below the diagonal and not above it: the mask is inverted."
+                 " Keep the past and the current token (torch.tril), hide the future.")
+        fail(f"{what} are not zero above the diagonal, so tokens see the future. Is the mask"
+             " applied? Before softmax, fill the future with float('-inf'): a fill of 0 still"
+             " gets weight after softmax.")
+    rows_ok = torch.allclose(got.sum(-1).double(), torch.ones(()).double(), atol=1e-4)
+    if not rows_ok:
+        if n > 1 and torch.allclose(got.sum(-2).double(), torch.ones(()).double(), atol=1e-4):
+            fail(f"In {what}, each column sums to 1 instead of each row: softmax ran over the"
+                 " wrong dimension. Use dim=-1 (the keys), not dim=1 or dim=-2.")
+        fail(f"Each row of {what} should sum to 1, but the row sums range from"
+             f" {got.sum(-1).min().item():.4f} to {got.sum(-1).max().item():.4f}."
+             " After zeroing the future, divide each row by its sum.")
+    if close(got, expected):
+        return
+    for variant, explanation in variants:
+        if close(got, variant):
+            fail(f"{what} are not what they should be: {explanation}")
+    fail(f"{what} differ from the expected values (largest difference"
+         f" {max_difference(got, expected):.3g}). Check the scaling by the square root of the"
+         " dimension and which dimension softmax runs over.")
+
+
+def expect_close(got, expected, what, hint=""):
+    """Compare an output with the reference; `hint` names the likely causes."""
+    expect_tensor(got, what, shape=expected.shape)
+    if not close(got, expected):
+        fail(f"{what} differ from the expected values (largest difference"
+             f" {max_difference(got, expected):.3g}).{' ' + hint if hint else ''}")
+
+
+# Hints for errors the student's code raised, matched on the error text.
+ERROR_HINTS = (
+    ("NotImplementedError", "This part is not answered yet."),
+    ("view size is not compatible",
+     "view needs a contiguous tensor: call .contiguous() after transpose (or use .reshape)."),
+    ("must match the size of tensor",
+     "Shapes do not fit together. If this happens for inputs shorter than context_length,"
+     " slice the mask to the input: self.mask[:N, :N]."),
+    ("expected the same device", "Create every tensor on the input's device (device=x.device)."),
+    ("is not on the expected device",
+     "Create every tensor on the input's device (device=x.device), or register it as a buffer."),
+    ("shapes cannot be multiplied", "A matrix product got shapes that do not fit: check what you transpose."),
+    ("index out of range", "An embedding got an index larger than its table:"
+     " is the positional table sized by context_length?"),
+    ("is not defined", ""),
+)
+
+
+def hint_for(message):
+    for pattern, hint in ERROR_HINTS:
+        if pattern in message:
+            return hint
+    return ""
