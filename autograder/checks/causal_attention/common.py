@@ -146,3 +146,80 @@ def scale_mistakes(weights_function, qkt, d_out):
 def random_scores(rng, shape):
     d_out = int(torch.randint(2, 64, (1,), generator=rng))
     return randn(rng, *shape) * 4, d_out
+
+
+def expect_embeddings(student, name, shape):
+    """A notebook variable holding a module's output for a random batch."""
+    if student.kind(name) == "missing":
+        fail(f"`{name}` is not defined. Store the model's output in a variable with that name.")
+    value = expect_tensor(student.value(name), f"`{name}`", shape=shape, dtype=torch.float32)
+    if value.std() == 0:
+        fail(f"Every entry of `{name}` is the same number: run the model on a random batch"
+             " (torch.randn) and store its output.")
+
+
+def expect_registered_heads(structure, num_heads, head_params, class_name):
+    """heads is an nn.ModuleList of distinct modules, all visible to parameters()."""
+    if structure["list_attributes"]:
+        fail(f"Your {class_name} keeps modules in a plain Python list"
+             f" ({', '.join(structure['list_attributes'])}): their parameters are invisible to"
+             " model.parameters() and .to(device). Use nn.ModuleList.")
+    if structure["modules"].get("heads") != "ModuleList":
+        fail(f"`heads` should be an nn.ModuleList, got {structure['modules'].get('heads', 'nothing')}.")
+    heads = [name for name in structure["modules"] if name.count(".") == 1 and name.startswith("heads.")]
+    if structure["repeated_modules"]:
+        fail("The same head object appears more than once in `heads`, so all heads share one set"
+             " of weights. Create a new CausalAttention for every head.")
+    if len(heads) != num_heads:
+        fail(f"Expected {num_heads} heads in `heads`, got {len(heads)}.")
+    if structure["parameter_count"] != num_heads * head_params:
+        fail(f"Expected {num_heads * head_params} parameters ({num_heads} heads of {head_params}),"
+             f" got {structure['parameter_count']}. Is each head a CausalAttention(d_in, d_out //"
+             " num_heads, ...)?")
+
+
+def one_module_forward(x, params, num_heads, scale_by=None, split="transpose",
+                       merge="transpose", project=True):
+    """Multi-head attention from a parameter dict, with switches that reproduce
+    common mistakes (used only to name a mistake in the feedback)."""
+    batch, tokens, _ = x.shape
+    d_out = params["W_query.weight"].shape[0]
+    d_head = d_out // num_heads
+
+    def linear(name, t):
+        out = t @ params[f"{name}.weight"].T
+        return out + params[f"{name}.bias"] if f"{name}.bias" in params else out
+
+    def split_heads(t):
+        if split == "transpose":
+            return t.view(batch, tokens, num_heads, d_head).transpose(1, 2)
+        return t.reshape(batch, num_heads, tokens, d_head)
+
+    queries, keys, values = (split_heads(linear(n, x)) for n in ("W_query", "W_key", "W_value"))
+    scores = queries @ keys.transpose(2, 3)
+    future = torch.triu(torch.ones(tokens, tokens, dtype=torch.bool), diagonal=1)
+    weights = torch.softmax(scores.masked_fill(future, float("-inf")) / (scale_by or d_head) ** 0.5, -1)
+    context = weights @ values
+    if merge == "transpose":
+        context = context.transpose(1, 2)
+    context = context.reshape(batch, tokens, d_out)
+    return linear("projection", context) if project else context
+
+
+ONE_MODULE_MISTAKES = (
+    ({"scale_by": "d_out"}, "the scores are scaled by sqrt(d_out); each head needs sqrt(d_head)."),
+    ({"split": "view"}, "the heads are split with view alone, which mixes tokens and features."
+     " Use .view(B, N, num_heads, d_head).transpose(1, 2)."),
+    ({"merge": "view"}, "the heads are merged without moving tokens first again: call"
+     " .transpose(1, 2) before .contiguous().view(B, N, d_out)."),
+    ({"project": False}, "the output projection is missing: return self.projection(context)."),
+)
+
+
+def one_module_mistakes(x, params, num_heads):
+    d_out = params["W_query.weight"].shape[0]
+    variants = []
+    for switches, explanation in ONE_MODULE_MISTAKES:
+        switches = {k: (d_out if v == "d_out" else v) for k, v in switches.items()}
+        variants.append((one_module_forward(x, params, num_heads, **switches), explanation))
+    return variants

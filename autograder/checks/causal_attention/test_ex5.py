@@ -1,0 +1,66 @@
+"""Exercise 5: class MultiHeadAttention (a list of heads) and multihead_embeddings."""
+import pytest
+import torch
+
+from autograder.verdict import expect_close, fail
+
+from .common import (expect_embeddings, expect_no_leak, expect_registered_heads, paired, randn,
+                     student_forward)
+
+NAME = "MultiHeadAttention"
+JOURNEY = torch.tensor([[0.43, 0.15, 0.89], [0.55, 0.87, 0.66], [0.57, 0.85, 0.64],
+                        [0.22, 0.58, 0.33], [0.77, 0.25, 0.10], [0.05, 0.80, 0.55]])
+
+
+@pytest.mark.parametrize("batch, tokens, heads", [(1, 10, 2), (3, 6, 3), (2, 1, 3)])
+def test_output_shape(student, rng, batch, tokens, heads):
+    """Returns (B, N, d_out) for several batch sizes, lengths and numbers of heads"""
+    handle = student.new(NAME, (5, 6, heads, 10))
+    student_forward(student, handle, randn(rng, batch, tokens, 5), shape=(batch, tokens, 6),
+                    what=f"With {heads} heads and an input of shape {(batch, tokens, 5)}, the output")
+
+
+def test_heads_registered(student):
+    """`heads` is an nn.ModuleList of separate heads whose parameters are registered"""
+    handle = student.new(NAME, (5, 6, 3, 10))
+    structure = student.structure(handle)
+    if not structure["is_module"]:
+        fail(f"{NAME} should be a subclass of nn.Module.")
+    expect_registered_heads(structure, 3, 3 * 5 * 2, NAME)
+    student_forward(student, handle, torch.zeros(1, 4, 5), shape=(1, 4, 6))
+
+
+@pytest.mark.weight(2)
+@pytest.mark.parametrize("tokens", [9, 4], ids=["full", "short"])
+def test_reference_values(student, reference, rng, tokens):
+    """Matches the reference with the same weights: heads concatenated on the last dimension"""
+    handle, ref = paired(student, reference, NAME, (5, 6, 3, 9), rng)
+    x = randn(rng, 2, tokens, 5)
+    with torch.no_grad():
+        expected = ref(x)
+    got = student_forward(student, handle, x, shape=expected.shape)
+    expect_close(got, expected, f"With {tokens} of 9 tokens, the outputs",
+                 "Concatenate the heads' outputs along the last dimension (dim=-1), in order;"
+                 " if CausalAttention's checks fail, fix those first.")
+
+
+def test_no_future_leak(student, reference, rng):
+    """Outputs at position t do not depend on tokens after t"""
+    handle, _ = paired(student, reference, NAME, (5, 6, 2, 10), rng)
+    expect_no_leak(student, handle, randn(rng, 2, 8, 5), lambda later: later - 2.0, NAME)
+
+
+def test_canonical_seeded_values(student):
+    """Gives the book's values for torch.manual_seed(123) with 2 heads"""
+    handle = student.new(NAME, (3, 4, 2, 6), seed=123)
+    got = student_forward(student, handle, torch.stack((JOURNEY, JOURNEY)), shape=(2, 6, 4))
+    expected = torch.tensor([-0.4519, 0.2216, 0.4772, 0.1063])
+    if not torch.allclose(got[0, 0], expected, atol=1e-4):
+        fail("With torch.manual_seed(123) and MultiHeadAttention(3, 4, 2, 6), the first output"
+             f" row should be {expected.tolist()}, got {[round(v, 4) for v in got[0, 0].tolist()]}."
+             " Create the heads in order inside __init__, each a CausalAttention.")
+
+
+def test_multihead_embeddings(student):
+    """`multihead_embeddings` is the (20, 100, 768) output of the 3-head model"""
+    expect_embeddings(student, "multihead_embeddings", (20, 100, 768))

@@ -1,0 +1,139 @@
+"""Exercise 6: class MultiHeadAttentionOneModule."""
+import pytest
+import torch
+
+from autograder.verdict import close, diagnose_weights, expect_close, expect_tensor, fail
+
+from .common import (expect_mask_buffer, expect_moves_to_meta, expect_no_leak, one_module_mistakes,
+                     paired, randn, scale_mistakes, student_forward)
+
+NAME = "MultiHeadAttentionOneModule"
+JOURNEY = torch.tensor([[0.43, 0.15, 0.89], [0.55, 0.87, 0.66], [0.57, 0.85, 0.64],
+                        [0.22, 0.58, 0.33], [0.77, 0.25, 0.10], [0.05, 0.80, 0.55]])
+
+
+@pytest.mark.parametrize("batch, tokens", [(2, 7), (1, 10), (3, 1)])
+def test_output_shape(student, rng, batch, tokens):
+    """Returns (B, N, d_out) with 3 heads of 4 features, for inputs up to context_length"""
+    handle = student.new(NAME, (6, 12, 3, 10))
+    student_forward(student, handle, randn(rng, batch, tokens, 6), shape=(batch, tokens, 12),
+                    what=f"For an input of shape {(batch, tokens, 6)}, the output")
+
+
+def test_structure(student):
+    """Has W_query, W_key, W_value, projection, dropout, a `mask` buffer, num_heads and d_head"""
+    handle = student.new(NAME, (5, 6, 3, 9), {"dropout": 0.1})
+    structure = student.structure(handle)
+    if not structure["is_module"]:
+        fail(f"{NAME} should be a subclass of nn.Module.")
+    expected = {f"{w}.weight": [6, 5] for w in ("W_query", "W_key", "W_value")}
+    expected.update({"projection.weight": [6, 6], "projection.bias": [6]})
+    if structure["parameters"] != expected:
+        fail(f"The parameters should be {sorted(expected)}, got {sorted(structure['parameters'])}"
+             f" (with their shapes: {structure['parameters']}).")
+    attributes = structure["attributes"]
+    if attributes.get("num_heads") != 3 or attributes.get("d_head") != 2:
+        fail("Expected integer attributes num_heads = 3 and d_head = d_out // num_heads = 2, got"
+             f" num_heads = {attributes.get('num_heads')}, d_head = {attributes.get('d_head')}.")
+    if structure["dropouts"] != {"dropout": 0.1}:
+        fail(f"Expected an attribute `dropout` = nn.Dropout(0.1), got {structure['dropouts']}.")
+    expect_mask_buffer(structure, NAME, 9)
+    student_forward(student, handle, torch.zeros(1, 4, 5), shape=(1, 4, 6))
+
+
+def test_gpt2_sized_parameter_count(student):
+    """Has 2,360,064 parameters for d_in = d_out = 768, 12 heads"""
+    handle = student.new(NAME, (768, 768, 12, 1024))
+    count = student.structure(handle).get("parameter_count")
+    if count != 2_360_064:
+        fail(f"MultiHeadAttentionOneModule(768, 768, 12, 1024) should have 2,360,064 parameters"
+             f" (three 768x768 projections without bias, and the output projection with bias),"
+             f" got {count:,}.")
+
+
+@pytest.mark.weight(2)
+@pytest.mark.parametrize("tokens", [10, 6], ids=["full", "short"])
+def test_reference_values(student, reference, rng, tokens):
+    """Matches the reference with the same weights, for full and short inputs"""
+    handle, ref = paired(student, reference, NAME, (6, 12, 3, 10), rng)
+    x = randn(rng, 2, tokens, 6)
+    with torch.no_grad():
+        expected = ref(x)
+    got = student_forward(student, handle, x, shape=expected.shape)
+    if not close(got, expected):
+        params = {name: p.detach() for name, p in ref.named_parameters()}
+        for variant, explanation in one_module_mistakes(x, params, 3):
+            if close(got, variant):
+                fail(f"With {tokens} of 10 tokens, the outputs are not right: {explanation}")
+    expect_close(got, expected, f"With {tokens} of 10 tokens, the outputs",
+                 "Check the head split (view, then transpose), the scale (sqrt(d_head)), the"
+                 " merge (transpose back, then view) and the final projection.")
+
+
+def test_attention_weights(student, reference, rng):
+    """Each head's attention weights: rows sum to 1, zero above the diagonal, correct values"""
+    heads, d_head, n = 2, 6, 5
+    d = heads * d_head
+    w_q, w_k = randn(rng, d, d), randn(rng, d, d)
+    # Identity value and output projections and tokens that are one-hot in every
+    # head's slice make each head's output block equal its weight matrix.
+    overrides = {"W_query.weight": w_q, "W_key.weight": w_k, "W_value.weight": torch.eye(d),
+                 "projection.weight": torch.eye(d), "projection.bias": torch.zeros(d)}
+    handle, _ = paired(student, reference, NAME, (d, d, heads, 8), rng, overrides=overrides)
+    x = torch.eye(d_head)[:n].repeat(1, heads).unsqueeze(0)  # (1, n, d)
+    out = student_forward(student, handle, x, shape=(1, n, d))
+    got = torch.stack([out[0, :, h * d_head: h * d_head + n] for h in range(heads)]).unsqueeze(0)
+    split = lambda t: t.view(1, n, heads, d_head).transpose(1, 2)
+    scores = split(x @ w_q.T) @ split(x @ w_k.T).transpose(2, 3)
+    weights = reference.mask_before_softmax
+    diagnose_weights(got, weights(scores, d_head), "The attention weights of each head",
+                     [(weights(scores, d), "the scores are scaled by sqrt(d_out); each head"
+                       " needs sqrt(d_head).")] + scale_mistakes(weights, scores, d_head))
+
+
+def test_no_future_leak(student, reference, rng):
+    """Outputs at position t do not depend on tokens after t (values and gradients)"""
+    handle, _ = paired(student, reference, NAME, (6, 12, 3, 10), rng)
+    expect_no_leak(student, handle, randn(rng, 2, 9, 6), lambda later: later * -2.0, NAME)
+
+
+def test_dropout_on_weights(student, reference, rng):
+    """Dropout acts on the attention weights, in training mode only"""
+    n, d, heads = 16, 6, 3
+    # All value vectors are ones and the projection is the identity, so each
+    # head's output block holds the sums of that head's weights.
+    overrides = {"W_value.weight": torch.zeros(d, d), "W_value.bias": torch.ones(d),
+                 "projection.weight": torch.eye(d), "projection.bias": torch.zeros(d)}
+    handle, _ = paired(student, reference, NAME, (d, d, heads, n), rng, overrides=overrides,
+                       dropout=0.5, qkv_bias=True)
+    x = randn(rng, 4, n, d)
+    evaluated = expect_tensor(student.forward(handle, x), "The output", shape=(4, n, d))
+    if not torch.allclose(evaluated, torch.ones(4, n, d), atol=1e-5):
+        fail("In eval mode (model.eval()) dropout must do nothing, but the attention weights"
+             " changed. Use the nn.Dropout layer self.dropout; it switches off in eval mode.")
+    trained = expect_tensor(student.forward(handle, x, train=True, seed=1), "The output", shape=(4, n, d))
+    if torch.allclose(trained, torch.ones(4, n, d), atol=1e-5):
+        fail("In training mode no attention weight was dropped: apply self.dropout to the"
+             " attention weights after softmax.")
+    blocks = trained.view(4, n, heads, d // heads)
+    if not torch.allclose(blocks, blocks[..., :1].expand_as(blocks), atol=1e-5):
+        fail("Dropout is applied to the context vectors or the output, not to the attention"
+             " weights: apply self.dropout to the weights, before multiplying by the values.")
+
+
+def test_moves_with_model(student, rng):
+    """The mask moves with the model (.to(device)) and forward creates nothing on the CPU"""
+    handle = student.new(NAME, (6, 12, 3, 10))
+    expect_moves_to_meta(student, handle, randn(rng, 2, 7, 6), NAME, (2, 7, 12))
+
+
+def test_canonical_seeded_values(student):
+    """Gives the book's values for torch.manual_seed(123), d_out = 2, 2 heads"""
+    handle = student.new(NAME, (3, 2, 2, 6), seed=123)
+    got = student_forward(student, handle, torch.stack((JOURNEY, JOURNEY)), shape=(2, 6, 2))
+    expected = torch.tensor([[0.3190, 0.4858], [0.2943, 0.3897], [0.2856, 0.3593]])
+    if not torch.allclose(got[0, :3], expected, atol=1e-4):
+        fail("With torch.manual_seed(123) and MultiHeadAttentionOneModule(3, 2, 2, 6), the"
+             f" output should start {expected[0].tolist()}, got"
+             f" {[round(v, 4) for v in got[0, 0].tolist()]}. Keep the layers created in the"
+             " given order.")

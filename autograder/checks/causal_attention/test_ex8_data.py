@@ -1,0 +1,112 @@
+"""Exercise 8b (optional): MyData windows and the my_batch DataLoader."""
+import pytest
+import torch
+
+from autograder.student import ByteTokenizer
+from autograder.verdict import fail
+
+LETTERS = "abcdefghijklmnopqrstuvwxyz ,."
+
+
+def random_text(rng, length):
+    picks = torch.randint(0, len(LETTERS), (length,), generator=rng).tolist()
+    return "".join(LETTERS[i] for i in picks)
+
+
+def windows(text, context_length, stride):
+    """The expected (input, target) id lists; one byte is one token."""
+    ids = list(text.encode())
+    return [(ids[s: s + context_length], ids[s + 1: s + context_length + 1])
+            for s in range(0, len(ids) - context_length, stride)]
+
+
+def expect_pair(pair, want, where):
+    if not (isinstance(pair, list) and len(pair) == 2):
+        fail(f"{where} should be a pair (input_ids, target_ids).")
+    for got, expected, part in zip(pair, want, ("input_ids", "target_ids")):
+        if type(got) is not torch.Tensor or got.dtype != torch.int64:
+            fail(f"{where}: {part} should be a LongTensor (torch.tensor of a list of ints).")
+        if list(got.shape) != [len(expected)]:
+            fail(f"{where}: {part} should have length {len(expected)} (context_length),"
+                 f" got shape {tuple(got.shape)}.")
+    inputs, targets = (t.tolist() for t in pair)
+    if inputs != want[0]:
+        fail(f"{where}: input_ids are not the expected window of tokens. Windows start at"
+             " range(0, len(ids) - context_length, stride) and are context_length long.")
+    if targets == inputs:
+        fail(f"{where}: the targets equal the inputs. The target is the next token at every"
+             " position: ids[start + 1 : start + context_length + 1].")
+    if targets != want[1]:
+        fail(f"{where}: target_ids should be the input window moved one token to the right.")
+
+
+@pytest.mark.weight(2)
+@pytest.mark.parametrize("context_length, stride", [(4, 1), (5, 3), (4, 4)])
+def test_dataset_windows(student, rng, context_length, stride):
+    """MyData: one item per window, windows moved by `stride`, targets shifted by one token"""
+    text = random_text(rng, 23)
+    want = windows(text, context_length, stride)
+    data = student.dataset("MyData", text, context_length, stride)
+    if not data["is_dataset"]:
+        fail("MyData should be a subclass of torch.utils.data.Dataset.")
+    if data["length"] != len(want):
+        starts = list(range(0, len(text) - context_length, stride))
+        fail(f"For 23 tokens, context_length {context_length} and stride {stride}, expected"
+             f" {len(want)} windows (starting at {starts}), got {data['length']}. Use"
+             " range(0, len(ids) - context_length, stride).")
+    for index, (pair, expected) in enumerate(zip(data["items"], want)):
+        expect_pair(pair, expected, f"dataset[{index}] (stride {stride})")
+
+
+@pytest.mark.parametrize("drop_last", [True, False])
+def test_batches_in_order(student, rng, drop_last):
+    """my_batch: batches of (batch_size, context_length), in order, drop_last respected"""
+    text = random_text(rng, 19)
+    want = windows(text, 4, 1)  # 15 windows
+    got = student.batches("my_batch", text, batch_size=4, context_length=4, stride=1,
+                          shuffle=False, drop_last=drop_last)
+    if not got["is_loader"]:
+        fail("my_batch should return a torch.utils.data.DataLoader.")
+    batches = got["batches"]
+    expected_count = 3 if drop_last else 4
+    if len(batches) != expected_count:
+        fail(f"15 windows in batches of 4 with drop_last={drop_last}: expected"
+             f" {expected_count} batches, got {len(batches)}. Pass drop_last to the DataLoader.")
+    flat = []
+    for number, batch in enumerate(batches):
+        size = 4 if number < 3 else 3
+        if not (isinstance(batch, list) and len(batch) == 2):
+            fail("Each batch should be a pair (inputs, targets).")
+        for part in batch:
+            if type(part) is not torch.Tensor or tuple(part.shape) != (size, 4):
+                fail(f"Batch {number} should hold tensors of shape {(size, 4)} (batch_size,"
+                     f" context_length), got {getattr(part, 'shape', type(part).__name__)}.")
+        flat.extend(zip(batch[0].tolist(), batch[1].tolist()))
+    if [tuple(map(list, p)) for p in want[: len(flat)]] != [tuple(p) for p in flat]:
+        fail("With shuffle=False the batches should hold the windows in order, with targets"
+             " shifted by one token. Pass shuffle, and the stride, on to MyData and the DataLoader.")
+
+
+def test_shuffle(student, rng):
+    """my_batch with shuffle=True gives every window once, in a new order"""
+    text = random_text(rng, 34)
+    want = sorted(map(str, windows(text, 4, 1)))  # 30 windows
+    got = student.batches("my_batch", text, batch_size=5, context_length=4, stride=1,
+                          shuffle=True, drop_last=False, seed=11)
+    pairs = [(i, t) for batch in got["batches"] for i, t in zip(batch[0].tolist(), batch[1].tolist())]
+    if sorted(str((list(i), list(t))) for i, t in pairs) != want:
+        fail("With shuffle=True every window should still appear exactly once.")
+    if [str((list(i), list(t))) for i, t in pairs] == list(map(str, windows(text, 4, 1))):
+        fail("With shuffle=True the windows came out in order: pass shuffle to the DataLoader.")
+
+
+def test_stride_and_tokenizer_used(student, rng):
+    """my_batch passes stride and the given tokenizer on to MyData"""
+    text = random_text(rng, 26)
+    want = windows(text, 3, 3)  # 8 windows
+    got = student.batches("my_batch", text, batch_size=8, context_length=3, stride=3,
+                          shuffle=False, drop_last=False)
+    batches = got["batches"]
+    if not batches or [batch[0].tolist() for batch in batches[:1]] != [[w[0] for w in want]]:
+        fail("With stride=3, my_batch should give windows starting at 0, 3, 6, ... Pass stride"
+             " to MyData, and use the tokenizer argument when it is given.")

@@ -1,0 +1,93 @@
+"""Exercise 8a (optional): class BadLM_V2, a tiny language model."""
+import pytest
+import torch
+
+from autograder.verdict import expect_close, expect_tensor, fail
+
+from .common import expect_moves_to_meta, paired, student_forward
+
+NAME = "BadLM_V2"
+ARGS = (8, 50, 12, 12, 3)  # context_length, vocab_size, emb_dim, att_dim, num_heads
+
+
+def tokens(rng, batch, n, low=0, high=50):
+    return torch.randint(low, high, (batch, n), generator=rng)
+
+
+@pytest.mark.parametrize("batch, n", [(2, 5), (1, 8), (3, 1)])
+def test_output_shape(student, rng, batch, n):
+    """Maps token ids (B, N) to scores (B, N, vocab_size) for any N up to context_length"""
+    handle = student.new(NAME, ARGS)
+    student_forward(student, handle, tokens(rng, batch, n), shape=(batch, n, 50),
+                    what=f"For token ids of shape {(batch, n)}, the output")
+
+
+def test_layers(student):
+    """Has token_embs, pos_embs (context_length rows), att and prediction_layer"""
+    handle = student.new(NAME, ARGS)
+    structure = student.structure(handle)
+    if not structure["is_module"]:
+        fail(f"{NAME} should be a subclass of nn.Module.")
+    params = structure["parameters"]
+    if params.get("pos_embs.weight") == [50, 12]:
+        fail("pos_embs has vocab_size rows, but it embeds positions: give it context_length rows,"
+             " nn.Embedding(context_length, emb_dim).")
+    expected = {"token_embs.weight": [50, 12], "pos_embs.weight": [8, 12],
+                "att.W_query.weight": [12, 12], "att.W_key.weight": [12, 12],
+                "att.W_value.weight": [12, 12], "att.projection.weight": [12, 12],
+                "att.projection.bias": [12], "prediction_layer.weight": [50, 12],
+                "prediction_layer.bias": [50]}
+    if params != expected:
+        wrong = sorted(set(expected) ^ set(params)) or sorted(
+            name for name in expected if params[name] != expected[name])
+        fail(f"The layers do not match the exercise (look at: {', '.join(wrong[:4])}). Expected"
+             " token_embs = nn.Embedding(vocab_size, emb_dim), pos_embs = nn.Embedding(context_length,"
+             " emb_dim), att = MultiHeadAttentionOneModule(emb_dim, att_dim, num_heads,"
+             " context_length), prediction_layer = nn.Linear(att_dim, vocab_size).")
+    student_forward(student, handle, torch.zeros(1, 3, dtype=torch.long), shape=(1, 3, 50))
+
+
+@pytest.mark.weight(2)
+@pytest.mark.parametrize("n", [8, 5], ids=["full", "short"])
+def test_reference_values(student, reference, rng, n):
+    """Matches the reference with the same weights, for full and short inputs"""
+    handle, ref = paired(student, reference, NAME, ARGS, rng)
+    ids = tokens(rng, 2, n)
+    with torch.no_grad():
+        expected = ref(ids)
+    got = student_forward(student, handle, ids, shape=expected.shape)
+    expect_close(got, expected, f"With {n} of 8 tokens, the scores",
+                 "Add token and position embeddings (positions 0..N-1), run att, then"
+                 " prediction_layer.")
+
+
+def test_no_future_leak(student, reference, rng):
+    """Scores at position t do not depend on tokens after t (values and gradients)"""
+    handle, _ = paired(student, reference, NAME, ARGS, rng)
+    t = 3
+    early = tokens(rng, 2, t + 1, 0, 25)
+    ids = torch.cat([early, tokens(rng, 2, 8 - t - 1, 25, 50)], dim=1)
+    changed = torch.cat([early, tokens(rng, 2, 8 - t - 1, 25, 50)], dim=1)
+    before = student_forward(student, handle, ids, shape=(2, 8, 50))
+    after = student_forward(student, handle, changed, shape=(2, 8, 50))
+    if not torch.allclose(before[:, : t + 1], after[:, : t + 1], atol=1e-5):
+        fail(f"Changing tokens after position {t} changed the scores at positions 0..{t}:"
+             " the future leaks into the past.")
+    # Later tokens come from ids 25..49, earlier ones from 0..24: early scores
+    # must not depend on the embedding rows only later tokens use.
+    cotangent = torch.zeros(2, 8, 50)
+    cotangent[:, : t + 1] = 1.0
+    grad = student.vjp(handle, [ids], cotangent, wrt="token_embs.weight")
+    if grad is None:
+        fail("The scores are not differentiable (computed under torch.no_grad() or detached?).")
+    grad = expect_tensor(grad, "The gradient", shape=(50, 12))
+    only_later = sorted(set(ids[:, t + 1:].flatten().tolist()) - set(early.flatten().tolist()))
+    if grad[only_later].abs().max() > 1e-6:
+        fail(f"Scores at positions 0..{t} have a nonzero gradient for tokens that only appear"
+             " later: the future leaks into the past.")
+
+
+def test_positions_on_input_device(student, rng):
+    """Positions are created on the input's device; everything moves with the model"""
+    handle = student.new(NAME, ARGS)
+    expect_moves_to_meta(student, handle, tokens(rng, 2, 6), NAME, (2, 6, 50))
