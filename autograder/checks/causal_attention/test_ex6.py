@@ -49,6 +49,7 @@ def test_gpt2_sized_parameter_count(student):
         fail(f"MultiHeadAttentionOneModule(768, 768, 12, 1024) should have 2,360,064 parameters"
              f" (three 768x768 projections without bias, and the output projection with bias),"
              f" got {count:,}.")
+    student_forward(student, handle, torch.zeros(1, 2, 768), shape=(1, 2, 768))
 
 
 @pytest.mark.weight(2)

@@ -1,0 +1,116 @@
+"""`autograder` command line: build, release, validate, demo."""
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from . import ASSIGNMENTS, ROOT
+
+console = Console()
+
+
+def cmd_build(args):
+    from .build import write_source
+
+    for assignment in args.assignments or ASSIGNMENTS:
+        console.print(f"wrote {write_source(assignment).relative_to(ROOT)}")
+
+
+def cmd_release(args):
+    from .build import write_source
+    from .nbgrader_steps import generate_assignment
+
+    for assignment in args.assignments or ASSIGNMENTS:
+        write_source(assignment)
+        path = generate_assignment(assignment)
+        console.print(f"released {path.relative_to(ROOT)}")
+
+
+def cmd_validate(args):
+    from .validate import is_clean, validate
+
+    rows = validate(args.assignment, seed=args.seed)
+    table = Table(title=f"Hidden checks of {args.assignment}")
+    for column in ("grade cell", "checks", "pass on solutions", "fail on stubs"):
+        table.add_column(column)
+    for row in rows:
+        table.add_row(row["grade_id"], str(row["checks"]), str(row["solutions_pass"]), str(row["stubs_fail"]))
+    console.print(table)
+    for row in rows:
+        for problem in row["failures"]:
+            console.print(f"[red]{row['grade_id']}[/red] {problem}")
+    if not is_clean(rows):
+        console.print("[red]Not clean:[/red] every check must pass on the solutions and fail on the stubs.")
+        return 1
+    console.print("Clean: every check passes on the solutions and fails on the release stubs.")
+    return 0
+
+
+def cmd_demo(args):
+    """Build the release, autograde the example submissions with nbgrader, print grades."""
+    from .build import write_source
+    from .examples import write_examples
+    from .nbgrader_steps import autograde, generate_assignment, gradebook_scores
+
+    course = Path(args.course).resolve()
+    assignment = "causal_attention"
+    started = time.perf_counter()
+    if course == ROOT:
+        write_source(assignment)
+        release = generate_assignment(assignment, course)
+    else:
+        release = ROOT / "release" / assignment / f"{assignment}.ipynb"
+    students = write_examples(assignment, release, course / "submitted")
+    console.print(f"Autograding {len(students)} example submissions with nbgrader ...")
+    autograde(assignment, course)
+    print_grades(gradebook_scores(assignment, course))
+    console.print(f"Done in {time.perf_counter() - started:.1f} s (course folder: {course})")
+    return 0
+
+
+def print_grades(scores):
+    cells = sorted({name for row in scores.values() for name in row} - {"total"},
+                   key=lambda n: (not n.startswith("ex"), n))
+    table = Table(title="Grades (autograded; concept questions await manual grading)")
+    table.add_column("student")
+    for cell in cells:
+        table.add_column(cell, justify="right")
+    table.add_column("total", justify="right")
+    for student, row in sorted(scores.items()):
+        table.add_row(student, *[_fmt(row.get(c)) for c in cells], _fmt(row["total"]))
+    console.print(table)
+
+
+def _fmt(value):
+    return "-" if value is None else f"{value:g}"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="autograder", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("build", help="exercises/ + solutions/ -> source/ notebooks")
+    p.add_argument("assignments", nargs="*")
+    p.set_defaults(func=cmd_build)
+    p = sub.add_parser("release", help="build, then nbgrader generate_assignment -> release/")
+    p.add_argument("assignments", nargs="*")
+    p.set_defaults(func=cmd_release)
+    p = sub.add_parser("validate", help="hidden checks vs solutions (all pass) and stubs (all fail)")
+    p.add_argument("assignment", choices=ASSIGNMENTS)
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=cmd_validate)
+    p = sub.add_parser("demo", help="release, autograde the example submissions, print grades")
+    p.add_argument("--course", default=str(ROOT), help="course directory (default: this repository)")
+    p.set_defaults(func=cmd_demo)
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args) or 0
+    except Exception as error:  # a clear one-line message, not a traceback
+        console.print(f"[red]autograder {args.command} failed:[/red] {error}")
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
