@@ -1,6 +1,7 @@
 """Run the hidden checks of grade cells against one submission."""
 import contextlib
 import io
+import os
 import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,9 +50,10 @@ def run_checks(assignment, student, cells=None, seed=None):
     plugin = GradingPlugin(assignment, student, seed)
     args = [*map(str, files), "-c", str(CHECKS / "pytest.ini"), "--rootdir", str(CHECKS),
             "-p", "no:cacheprovider", "-p", "no:faulthandler", "-p", "no:stepwise",
+            "-p", "no:unraisableexception", "-p", "no:threadexception",
             "--assert=plain", "--capture=sys", "-q", "-W", "ignore"]
     log = io.StringIO()
-    with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
+    with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log), _no_plugin_autoload():
         code = pytest.main(args, plugins=[plugin])
     if code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
         raise ChecksBroken(f"the hidden checks did not run (pytest exit {int(code)}):\n{log.getvalue()[-3000:]}")
@@ -59,6 +61,20 @@ def run_checks(assignment, student, cells=None, seed=None):
     for check in plugin.results:
         results[check.grade_id].checks.append(check)
     return results
+
+
+@contextlib.contextmanager
+def _no_plugin_autoload():
+    """Installed pytest plugins have no business in grading (and cost start-up time)."""
+    old = os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD")
+    os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    try:
+        yield
+    finally:
+        if old is None:
+            del os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"]
+        else:
+            os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = old
 
 
 def feedback_lines(result, points):

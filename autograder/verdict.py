@@ -58,6 +58,7 @@ def diagnose_weights(got, expected, what, variants=()):
     Does nothing when `got` is right.
     """
     expect_tensor(got, what, shape=expected.shape)
+    inner = what[0].lower() + what[1:]  # `what` in the middle of a sentence
     n = got.shape[-1]
     above = got.triu(diagonal=1).abs() > 1e-6
     if above.any():
@@ -70,9 +71,9 @@ def diagnose_weights(got, expected, what, variants=()):
     rows_ok = torch.allclose(got.sum(-1).double(), torch.ones(()).double(), atol=1e-4)
     if not rows_ok:
         if n > 1 and torch.allclose(got.sum(-2).double(), torch.ones(()).double(), atol=1e-4):
-            fail(f"In {what}, each column sums to 1 instead of each row: softmax ran over the"
+            fail(f"In {inner}, each column sums to 1 instead of each row: softmax ran over the"
                  " wrong dimension. Use dim=-1 (the keys), not dim=1 or dim=-2.")
-        fail(f"Each row of {what} should sum to 1, but the row sums range from"
+        fail(f"Each row of {inner} should sum to 1, but the row sums range from"
              f" {got.sum(-1).min().item():.4f} to {got.sum(-1).max().item():.4f}."
              " After zeroing the future, divide each row by its sum.")
     if close(got, expected):

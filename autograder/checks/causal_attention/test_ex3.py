@@ -111,6 +111,6 @@ def test_canonical_seeded_values(student):
                              [-0.5675, -0.0843], [-0.5526, -0.0981], [-0.5299, -0.1081]])
     if not torch.allclose(got[0], expected, atol=1e-4):
         fail("With torch.manual_seed(123) and CausalAttention(3, 2, 6), the output on the"
-             f" notebook's six tokens should start {expected[0].tolist()}, got"
+             f" notebook's six tokens should start {[round(v, 4) for v in expected[0].tolist()]}, got"
              f" {[round(v, 4) for v in got[0, 0].tolist()]}. Keep W_query, W_key, W_value"
              " created in that order (as given).")

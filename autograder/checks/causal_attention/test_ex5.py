@@ -57,7 +57,7 @@ def test_canonical_seeded_values(student):
     expected = torch.tensor([-0.4519, 0.2216, 0.4772, 0.1063])
     if not torch.allclose(got[0, 0], expected, atol=1e-4):
         fail("With torch.manual_seed(123) and MultiHeadAttention(3, 4, 2, 6), the first output"
-             f" row should be {expected.tolist()}, got {[round(v, 4) for v in got[0, 0].tolist()]}."
+             f" row should be {[round(v, 4) for v in expected.tolist()]}, got {[round(v, 4) for v in got[0, 0].tolist()]}."
              " Create the heads in order inside __init__, each a CausalAttention.")
 
 
