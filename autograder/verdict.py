@@ -39,7 +39,7 @@ def expect_tensor(value, what, shape=None, dtype=None, finite=True):
         bad = "NaN" if torch.isnan(value).any() else "infinite"
         hint = (" This happens when every entry of a row is masked (the diagonal must stay"
                 " visible: tril keeps it) or when -inf is not removed by softmax.")
-        fail(f"{what} contains {bad} values.{hint}")
+        fail(f"{what}: found {bad} values.{hint}")
     return value
 
 
@@ -57,14 +57,15 @@ def diagnose_weights(got, expected, what, variants=()):
     `variants` are (tensor, explanation) pairs: what a known mistake produces.
     Does nothing when `got` is right.
     """
-    expect_tensor(got, what, shape=expected.shape)
+    expect_tensor(got, what, shape=expected.shape, finite=False)
     inner = what[0].lower() + what[1:]  # `what` in the middle of a sentence
     n = got.shape[-1]
-    above = got.triu(diagonal=1).abs() > 1e-6
-    if above.any():
-        if n > 1 and (got.tril(diagonal=-1).abs() <= 1e-6).all():
-            fail(f"{what} are zero below the diagonal and not above it: the mask is inverted."
-                 " Keep the past and the current token (torch.tril), hide the future.")
+    visible = got.nan_to_num(0.0).abs() > 1e-6
+    if n > 1 and visible.triu(diagonal=1).any() and not visible.tril(diagonal=-1).any():
+        fail(f"{what} are zero (or NaN) below the diagonal and not above it: the mask is"
+             " inverted. Keep the past and the current token (torch.tril), hide the future.")
+    expect_tensor(got, what)
+    if visible.triu(diagonal=1).any():
         fail(f"{what} are not zero above the diagonal, so tokens see the future. Is the mask"
              " applied? Before softmax, fill the future with float('-inf'): a fill of 0 still"
              " gets weight after softmax.")

@@ -2,6 +2,7 @@
 import pytest
 import torch
 
+from autograder.student import StudentError
 from autograder.verdict import expect_close, expect_tensor, fail
 
 from .common import expect_moves_to_meta, paired, student_forward
@@ -18,8 +19,13 @@ def tokens(rng, batch, n, low=0, high=50):
 def test_output_shape(student, rng, batch, n):
     """Maps token ids (B, N) to scores (B, N, vocab_size) for any N up to context_length"""
     handle = student.new(NAME, ARGS)
-    student_forward(student, handle, tokens(rng, batch, n), shape=(batch, n, 50),
-                    what=f"For token ids of shape {(batch, n)}, the output")
+    try:
+        output = student.forward(handle, tokens(rng, batch, n))
+    except StudentError as error:
+        hint = (" Build positions for the N tokens you got, torch.arange(N), not"
+                " arange(context_length).") if n < ARGS[0] else ""
+        fail(f"For token ids of shape {(batch, n)}, your model failed: {error}.{hint}")
+    expect_tensor(output, f"For token ids of shape {(batch, n)}, the output", shape=(batch, n, 50))
 
 
 def test_layers(student):

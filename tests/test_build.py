@@ -1,0 +1,97 @@
+"""The generated notebooks are up to date and the release gives nothing away."""
+import json
+import re
+import shutil
+
+import nbformat
+import pytest
+
+from autograder import ROOT
+from autograder.build import ExerciseError, build_cells, notebook_text, build_notebook, source_notebook_path
+from autograder.nbgrader_steps import generate_assignment, release_path
+from autograder.regions import read_regions, solutions_path
+
+ASSIGNMENT = "causal_attention"
+STALE = "is stale: run `autograder release` and commit the result"
+
+
+def test_source_notebook_is_not_stale():
+    committed = source_notebook_path(ASSIGNMENT).read_text()
+    assert committed == notebook_text(build_notebook(ASSIGNMENT)), f"source notebook {STALE}"
+
+
+def comparable(nb):
+    return [(c.cell_type, c.source, json.dumps(c.metadata, sort_keys=True)) for c in nb.cells]
+
+
+def test_release_notebook_is_not_stale(course_copy):
+    fresh = generate_assignment(ASSIGNMENT, course_copy)
+    committed = nbformat.read(release_path(ASSIGNMENT), as_version=4)
+    assert comparable(nbformat.read(fresh, as_version=4)) == comparable(committed), f"release {STALE}"
+
+
+@pytest.fixture(scope="module")
+def release_text():
+    return release_path(ASSIGNMENT).read_text()
+
+
+def solution_lines():
+    """Lines students must write themselves (between the solution markers) that
+    given code elsewhere does not already show."""
+    hidden, given = [], []
+    for source in read_regions(solutions_path(ASSIGNMENT)).values():
+        inside = False
+        for line in source.splitlines():
+            if "### BEGIN SOLUTION" in line:
+                inside = True
+            elif "### END SOLUTION" in line:
+                inside = False
+            elif len(line.strip()) > 12:
+                (hidden if inside else given).append(line.strip())
+    given_text = "\n".join(given)
+    return [line for line in hidden if line not in given_text]
+
+
+def test_release_holds_no_solution_code(release_text):
+    cells = nbformat.reads(release_text, as_version=4).cells
+    sources = "\n".join(c.source for c in cells)
+    leaked = [line for line in solution_lines() if line in sources]
+    assert not leaked, f"solution lines in the release: {leaked[:3]}"
+    assert len(solution_lines()) > 30  # the check above looked at real code
+
+
+def test_release_holds_no_hidden_tests(release_text):
+    for marker in ("BEGIN HIDDEN TESTS", "grade_here", "autograder", "BEGIN SOLUTION", "END SOLUTION"):
+        assert marker not in release_text
+
+
+def test_release_stubs_explain_themselves_and_keep_given_code(release_text):
+    cells = {c.metadata["nbgrader"]["grade_id"]: c.source
+             for c in nbformat.reads(release_text, as_version=4).cells if "nbgrader" in c.metadata}
+    assert 'raise NotImplementedError("Not answered yet' in cells["ex1_answer"]
+    # the given __init__ of Exercise 6 and the layers of Exercise 3 stay
+    assert "self.projection = nn.Linear(d_out, d_out)" in cells["ex6_answer"]
+    assert "self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)" in cells["ex3_answer"]
+    assert cells["q1"] == "YOUR ANSWER HERE"
+
+
+def test_every_graded_cell_has_points_and_checks():
+    nb = build_notebook(ASSIGNMENT)
+    graded = {c.metadata["nbgrader"]["grade_id"]: c.metadata["nbgrader"]["points"]
+              for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")}
+    checks = {p.stem.removeprefix("test_") for p in (ROOT / "autograder/checks" / ASSIGNMENT).glob("test_*.py")}
+    autograded = {g for g in graded if not g.startswith("q")}
+    assert autograded == checks
+    assert all(points > 0 for points in graded.values())
+    assert sum(graded.values()) == 30
+
+
+@pytest.mark.parametrize("text, problem", [
+    ("```python answer=nope\n```\n", "no region 'nope'"),
+    ("```python graded=ex1\n```\n", "needs points"),
+    ("```python answer=ex1_answer\n```\n```python answer=ex1_answer\n```\n", "used twice"),
+    ("```python given answer=ex1_answer\n```\n", "one role"),
+])
+def test_malformed_exercise_files_are_reported(text, problem):
+    with pytest.raises(ExerciseError, match=re.escape(problem)):
+        build_cells(ASSIGNMENT, text, read_regions(solutions_path(ASSIGNMENT)))
