@@ -9,7 +9,7 @@ from rich.table import Table
 
 from . import ASSIGNMENTS, ROOT
 
-console = Console()
+console = Console(width=None if Console().is_terminal else 140)  # no cramped tables in logs
 
 
 def cmd_build(args):

@@ -1,0 +1,80 @@
+"""End to end: the release notebook runs, and stock nbgrader grades it right."""
+import time
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from autograder.examples import filled_notebook, write_examples
+from autograder.nbgrader_steps import autograde, generate_assignment, gradebook_scores, release_path
+
+ASSIGNMENT = "causal_attention"
+AUTOGRADED_POINTS = 26  # Exercises 1-8; the concept questions are graded by hand
+
+
+def test_release_with_correct_answers_runs_top_to_bottom(tmp_path):
+    nb = filled_notebook(nbformat.read(release_path(ASSIGNMENT), as_version=4), ASSIGNMENT, {})
+    started = time.perf_counter()
+    NotebookClient(nb, timeout=120, kernel_name="python3",
+                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    seconds = time.perf_counter() - started
+    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
+    assert not errors, errors[0]
+    printed = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+    for exercise in ("1", "2", "3", "4", "5", "6", "7", "8a", "8b"):
+        assert f"Exercise {exercise} looks right." in printed
+    print(f"\nrelease notebook with correct answers: {seconds:.1f} s")
+
+
+def test_untouched_release_fails_its_visible_checks(stubs):
+    # the release namespace ran every cell past errors: nothing was computed
+    assert "causal_embeddings" not in stubs and "multihead_embeddings" not in stubs
+
+
+@pytest.fixture(scope="module")
+def graded(course_copy):
+    """Autograde example submissions with stock nbgrader in a throwaway course."""
+    generate_assignment(ASSIGNMENT, course_copy)  # registers the assignment in the gradebook
+    submitted = course_copy / "submitted"
+    write_examples(ASSIGNMENT, course_copy / "release" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", submitted)
+    # A correct answer that warns on stderr (nbgrader would zero the grade cell).
+    noisy = submitted / "eve" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
+    noisy.parent.mkdir(parents=True)
+    nb = nbformat.read(submitted / "ada" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", as_version=4)
+    for cell in nb.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == "ex3_answer":
+            cell.source = cell.source.replace(
+                "    def forward(self, x):\n",
+                "    def forward(self, x):\n        import sys, warnings\n"
+                "        warnings.warn('debugging forward')\n        print('shape', x.shape, file=sys.stderr)\n")
+            assert "debugging forward" in cell.source
+    nbformat.write(nb, noisy)
+    autograde(ASSIGNMENT, course_copy)
+    return gradebook_scores(ASSIGNMENT, course_copy)
+
+
+def autograded_total(row):
+    return sum(score for name, score in row.items() if name.startswith("ex"))
+
+
+def test_nbgrader_gives_full_marks_to_a_correct_submission(graded):
+    assert autograded_total(graded["ada"]) == AUTOGRADED_POINTS
+
+
+def test_nbgrader_gives_zero_to_the_untouched_release(graded):
+    assert autograded_total(graded["dee"]) == 0
+    assert graded["dee"]["total"] == 0
+
+
+def test_a_warning_on_stderr_costs_nothing(graded):
+    assert graded["eve"]["ex3"] == 5
+    assert autograded_total(graded["eve"]) == AUTOGRADED_POINTS
+
+
+def test_partial_credit_reaches_the_gradebook(graded):
+    # ben: softmax over dim=1 in Ex3, sqrt(d_out) per head in Ex6; everything else right
+    assert 0 < graded["ben"]["ex3"] < 5 and 0 < graded["ben"]["ex6"] < 5
+    assert graded["ben"]["ex1"] == 2 and graded["ben"]["ex8_data"] == 3
+    # cy: Ex1 not renormalised, no .contiguous() in Ex6 (which Ex7 and Ex8a build on)
+    assert graded["cy"]["ex1"] == 0 and graded["cy"]["ex3"] == 5
+    assert graded["cy"]["ex6"] < 5 and graded["cy"]["ex7"] == 0
