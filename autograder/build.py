@@ -90,7 +90,7 @@ def _points(options, where):
 def build_cells(assignment, text, regions):
     """Turn the exercise text into nbformat cells; fail loudly on any mistake."""
     lines = text.splitlines()
-    cells, prose, used_ids = [], [], set()
+    cells, used_ids = [], set()
     cursor = 0
     counter = {"markdown": 0, "code": 0, "check": 0}
 

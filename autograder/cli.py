@@ -74,7 +74,7 @@ def cmd_demo(args):
 def print_grades(scores):
     cells = sorted({name for row in scores.values() for name in row} - {"total"},
                    key=lambda n: (not n.startswith("ex"), n))
-    table = Table(title="Grades (autograded; concept questions await manual grading)")
+    table = Table(title="Grades (- : a concept answer waiting for manual grading)")
     table.add_column("student")
     for cell in cells:
         table.add_column(cell, justify="right")

@@ -42,7 +42,8 @@ def gradebook_scores(assignment, course=ROOT):
             row = {}
             for notebook in submission.notebooks:
                 for grade in notebook.grades:
-                    row[grade.name] = grade.score
+                    # None: a written answer still waiting for a TA in formgrader
+                    row[grade.name] = None if grade.needs_manual_grade else grade.score
             row["total"] = submission.score
             scores[submission.student_id] = row
     return scores

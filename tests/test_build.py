@@ -1,7 +1,6 @@
 """The generated notebooks are up to date and the release gives nothing away."""
 import json
 import re
-import shutil
 
 import nbformat
 import pytest

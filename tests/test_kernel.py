@@ -5,7 +5,7 @@ import warnings
 import pytest
 import torch
 
-from autograder.kernel import Score, grade_here
+from autograder.kernel import grade_here
 from autograder.student import NamespaceStudent, StudentError, to_plain
 
 ASSIGNMENT = "causal_attention"

@@ -223,3 +223,22 @@ def one_module_mistakes(x, params, num_heads):
         switches = {k: (d_out if v == "d_out" else v) for k, v in switches.items()}
         variants.append((one_module_forward(x, params, num_heads, **switches), explanation))
     return variants
+
+
+def expect_dropout_on_weights(student, handle, x, heads=1):
+    """With all-ones value vectors (and an identity output projection), each
+    head's output block holds the sums of its attention weights: 1 in eval mode,
+    one number per row and head in training mode when dropout hits the weights."""
+    shape = tuple(x.shape)
+    evaluated = expect_tensor(student.forward(handle, x), "The output", shape=shape)
+    if not torch.allclose(evaluated, torch.ones(shape), atol=1e-5):
+        fail("In eval mode (model.eval()) dropout must do nothing, but the attention weights"
+             " changed. Use the nn.Dropout layer self.dropout; it switches off in eval mode.")
+    trained = expect_tensor(student.forward(handle, x, train=True, seed=1), "The output", shape=shape)
+    if torch.allclose(trained, torch.ones(shape), atol=1e-5):
+        fail("In training mode no attention weight was dropped: apply self.dropout to the"
+             " attention weights after softmax.")
+    blocks = trained.view(*shape[:-1], heads, shape[-1] // heads)
+    if not torch.allclose(blocks, blocks[..., :1].expand_as(blocks), atol=1e-5):
+        fail("Dropout is applied to the context vectors or the output, not to the attention"
+             " weights: apply self.dropout to the weights, before multiplying by the values.")

@@ -2,9 +2,9 @@
 import pytest
 import torch
 
-from autograder.verdict import diagnose_weights, expect_close, expect_tensor, fail
+from autograder.verdict import diagnose_weights, expect_close, fail
 
-from .common import (expect_mask_buffer, expect_moves_to_meta, expect_no_leak, paired, randn,
+from .common import (expect_dropout_on_weights, expect_mask_buffer, expect_moves_to_meta, expect_no_leak, paired, randn,
                      scale_mistakes, student_forward)
 
 NAME = "CausalAttention"
@@ -83,18 +83,7 @@ def test_dropout_on_weights(student, reference, rng):
     overrides = {"W_value.weight": torch.zeros(d, d), "W_value.bias": torch.ones(d)}
     handle, _ = paired(student, reference, NAME, (d, d, n), rng, overrides=overrides,
                        dropout=0.5, qkv_bias=True)
-    x = randn(rng, 4, n, d)
-    evaluated = expect_tensor(student.forward(handle, x), "The output", shape=(4, n, d))
-    if not torch.allclose(evaluated, torch.ones(4, n, d), atol=1e-5):
-        fail("In eval mode (model.eval()) dropout must do nothing, but the attention weights"
-             " changed. Use the nn.Dropout layer self.dropout; it switches off in eval mode.")
-    trained = expect_tensor(student.forward(handle, x, train=True, seed=1), "The output", shape=(4, n, d))
-    if torch.allclose(trained, torch.ones(4, n, d), atol=1e-5):
-        fail("In training mode no attention weight was dropped: apply self.dropout to the"
-             " attention weights after softmax.")
-    if not torch.allclose(trained, trained[..., :1].expand_as(trained), atol=1e-5):
-        fail("Dropout is applied to the output (the context vectors), not to the attention"
-             " weights: apply self.dropout to the weights, before multiplying by the values.")
+    expect_dropout_on_weights(student, handle, randn(rng, 4, n, d))
 
 
 def test_moves_with_model(student, rng):

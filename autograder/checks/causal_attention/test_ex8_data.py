@@ -2,7 +2,6 @@
 import pytest
 import torch
 
-from autograder.student import ByteTokenizer
 from autograder.verdict import fail
 
 LETTERS = "abcdefghijklmnopqrstuvwxyz ,."
