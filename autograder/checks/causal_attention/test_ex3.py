@@ -4,14 +4,12 @@ import torch
 
 from autograder.verdict import diagnose_weights, expect_close, fail
 
-from .common import (expect_dropout_on_weights, expect_mask_buffer, expect_moves_to_meta, expect_no_leak, paired, randn,
+from .common import (JOURNEY, expect_dropout_on_weights, expect_mask_buffer, expect_moves_to_meta, expect_no_leak, paired, randn,
                      scale_mistakes, student_forward)
 
 NAME = "CausalAttention"
 VALUE_HINT = ("Check the scaling (sqrt(d_out)), the softmax dimension (-1) and that the"
               " mask is sliced to the input length.")
-JOURNEY = torch.tensor([[0.43, 0.15, 0.89], [0.55, 0.87, 0.66], [0.57, 0.85, 0.64],
-                        [0.22, 0.58, 0.33], [0.77, 0.25, 0.10], [0.05, 0.80, 0.55]])
 
 
 @pytest.mark.parametrize("batch, tokens", [(1, 10), (3, 7), (2, 1)])

@@ -4,12 +4,10 @@ import torch
 
 from autograder.verdict import expect_close, fail
 
-from .common import (expect_embeddings, expect_no_leak, expect_registered_heads, paired, randn,
+from .common import (JOURNEY, expect_embeddings, expect_no_leak, expect_registered_heads, paired, randn,
                      student_forward)
 
 NAME = "MultiHeadAttention"
-JOURNEY = torch.tensor([[0.43, 0.15, 0.89], [0.55, 0.87, 0.66], [0.57, 0.85, 0.64],
-                        [0.22, 0.58, 0.33], [0.77, 0.25, 0.10], [0.05, 0.80, 0.55]])
 
 
 @pytest.mark.parametrize("batch, tokens, heads", [(1, 10, 2), (3, 6, 3), (2, 1, 3)])
