@@ -1,7 +1,7 @@
 """Shared trusted-side steps for the `causal_attention` hidden checks."""
 import torch
 
-from autograder.verdict import expect_tensor, fail, shape_text
+from autograder.verdict import close, expect_close, expect_tensor, fail, shape_text
 
 # "Your journey starts with one step": the book's six 3-d token embeddings.
 JOURNEY = torch.tensor([[0.43, 0.15, 0.89], [0.55, 0.87, 0.66], [0.57, 0.85, 0.64],
@@ -246,3 +246,20 @@ def expect_dropout_on_weights(student, handle, x, heads=1):
     if not torch.allclose(blocks, blocks[..., :1].expand_as(blocks), atol=1e-5):
         fail("Dropout is applied to the context vectors or the output, not to the attention"
              " weights: apply self.dropout to the weights, before multiplying by the values.")
+
+
+def expect_reference_output(student, reference, class_name, args, x, rng, what, hint, mistakes=None):
+    """Same parameters, same input: the student's output must match the reference's.
+
+    `mistakes(x, params)` may return (output, explanation) pairs that name a mistake.
+    """
+    handle, ref = paired(student, reference, class_name, args, rng)
+    with torch.no_grad():
+        expected = ref(x)
+    got = student_forward(student, handle, x, shape=expected.shape)
+    if mistakes is not None and not close(got, expected):
+        params = {name: p.detach() for name, p in ref.named_parameters()}
+        for variant, explanation in mistakes(x, params):
+            if close(got, variant):
+                fail(f"{what} are not right: {explanation}")
+    expect_close(got, expected, what, hint)

@@ -2,9 +2,9 @@
 import pytest
 import torch
 
-from autograder.verdict import diagnose_weights, expect_close, fail
+from autograder.verdict import diagnose_weights, fail
 
-from .common import (JOURNEY, expect_dropout_on_weights, expect_mask_buffer, expect_moves_to_meta, expect_no_leak, paired, randn,
+from .common import (expect_reference_output, JOURNEY, expect_dropout_on_weights, expect_mask_buffer, expect_moves_to_meta, expect_no_leak, paired, randn,
                      scale_mistakes, student_forward)
 
 NAME = "CausalAttention"
@@ -44,12 +44,8 @@ def test_structure(student, qkv_bias):
 @pytest.mark.parametrize("tokens", [12, 5], ids=["full", "short"])
 def test_reference_values(student, reference, rng, tokens):
     """Matches the reference output with the same weights, for full and short inputs"""
-    handle, ref = paired(student, reference, NAME, (6, 4, 12), rng)
-    x = randn(rng, 3, tokens, 6)
-    with torch.no_grad():
-        expected = ref(x)
-    got = student_forward(student, handle, x, shape=expected.shape)
-    expect_close(got, expected, f"With {tokens} of 12 tokens, the outputs", VALUE_HINT)
+    expect_reference_output(student, reference, NAME, (6, 4, 12), randn(rng, 3, tokens, 6), rng,
+                            f"With {tokens} of 12 tokens, the outputs", VALUE_HINT)
 
 
 def test_attention_weights(student, reference, rng):

@@ -2,9 +2,9 @@
 import pytest
 import torch
 
-from autograder.verdict import close, diagnose_weights, expect_close, fail
+from autograder.verdict import diagnose_weights, fail
 
-from .common import (JOURNEY, expect_dropout_on_weights, expect_mask_buffer, expect_moves_to_meta, expect_no_leak, one_module_mistakes,
+from .common import (expect_reference_output, JOURNEY, expect_dropout_on_weights, expect_mask_buffer, expect_moves_to_meta, expect_no_leak, one_module_mistakes,
                      paired, randn, scale_mistakes, student_forward)
 
 NAME = "MultiHeadAttentionOneModule"
@@ -54,19 +54,12 @@ def test_gpt2_sized_parameter_count(student):
 @pytest.mark.parametrize("tokens", [10, 6], ids=["full", "short"])
 def test_reference_values(student, reference, rng, tokens):
     """Matches the reference with the same weights, for full and short inputs"""
-    handle, ref = paired(student, reference, NAME, (6, 12, 3, 10), rng)
-    x = randn(rng, 2, tokens, 6)
-    with torch.no_grad():
-        expected = ref(x)
-    got = student_forward(student, handle, x, shape=expected.shape)
-    if not close(got, expected):
-        params = {name: p.detach() for name, p in ref.named_parameters()}
-        for variant, explanation in one_module_mistakes(x, params, 3):
-            if close(got, variant):
-                fail(f"With {tokens} of 10 tokens, the outputs are not right: {explanation}")
-    expect_close(got, expected, f"With {tokens} of 10 tokens, the outputs",
-                 "Check the head split (view, then transpose), the scale (sqrt(d_head)), the"
-                 " merge (transpose back, then view) and the final projection.")
+    expect_reference_output(
+        student, reference, NAME, (6, 12, 3, 10), randn(rng, 2, tokens, 6), rng,
+        f"With {tokens} of 10 tokens, the outputs",
+        "Check the head split (view, then transpose), the scale (sqrt(d_head)), the"
+        " merge (transpose back, then view) and the final projection.",
+        mistakes=lambda x, params: one_module_mistakes(x, params, 3))
 
 
 def test_attention_weights(student, reference, rng):
