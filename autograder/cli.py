@@ -1,4 +1,4 @@
-"""`autograder` command line: build, release, validate, demo."""
+"""`autograder` command line: build, release, validate, grade, demo."""
 import argparse
 import sys
 import time
@@ -71,10 +71,61 @@ def cmd_demo(args):
     return 0
 
 
-def print_grades(scores):
+def cmd_grade(args):
+    """Grade submissions in sandboxes; results, grades.csv and the gradebook."""
+    import os
+
+    from .batch import grade_batch
+    from .sandbox import isolation_warning
+
+    warning = isolation_warning()
+    if warning:
+        console.print(f"[bold red]{warning}[/bold red]")
+    limits = {"timeout": args.timeout}
+    if args.memory_mb:
+        limits["memory_bytes"] = args.memory_mb * 2**20
+    progress = _progress(console.is_terminal)
+    with progress:
+        task = progress.add_task("grading", total=None)
+
+        def advance(result):
+            progress.update(task, advance=1, description=result["extra_data"]["student_id"])
+
+        report = grade_batch(args.assignment, args.paths, args.course, out_dir=args.out,
+                             jobs=args.jobs or os.cpu_count() or 1, limits=limits, force=args.force,
+                             seed=args.seed, on_result=advance)
+    print_results(report.results)
+    graded = [r for r in report.graded if r["extra_data"]["status"] == "graded"]
+    failed = len(report.graded) - len(graded)
+    mean = sum(r["score"] for r in report.results) / len(report.results) if report.results else 0.0
+    console.print(f"graded {len(graded)}, failed {failed}, skipped {report.skipped} (already graded), "
+                  f"mean score {mean:.2f}, wall time {report.seconds:.1f} s; results in {report.out_dir}")
+    return 1 if any(r["extra_data"]["status"] == "error" for r in report.graded) else 0
+
+
+def _progress(enabled):
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TimeElapsedColumn(), console=console, disable=not enabled, transient=True)
+
+
+def print_results(results):
+    scores = {}
+    for result in results:
+        row = {t["name"]: t["score"] for t in result["tests"]}
+        row["total"] = result["score"]
+        scores[result["extra_data"]["student_id"]] = row
+    print_grades(scores, title="Grades (autograded cells; the concept questions are graded in formgrader)")
+    problems = [(r["extra_data"]["student_id"], note) for r in results for note in r["extra_data"]["notes"]]
+    for student, note in problems:
+        console.print(f"[yellow]{student}[/yellow]: {note}")
+
+
+def print_grades(scores, title="Grades (- : a concept answer waiting for manual grading)"):
     cells = sorted({name for row in scores.values() for name in row} - {"total"},
                    key=lambda n: (not n.startswith("ex"), n))
-    table = Table(title="Grades (- : a concept answer waiting for manual grading)")
+    table = Table(title=title)
     table.add_column("student")
     for cell in cells:
         table.add_column(cell, justify="right")
@@ -104,6 +155,18 @@ def main(argv=None):
     p = sub.add_parser("demo", help="release, autograde the example submissions, print grades")
     p.add_argument("--course", default=str(ROOT), help="course directory (default: this repository)")
     p.set_defaults(func=cmd_demo)
+    p = sub.add_parser("grade", help="grade submitted notebooks in sandboxes (trusted, parallel)")
+    p.add_argument("assignment", choices=ASSIGNMENTS)
+    p.add_argument("paths", nargs="+", metavar="PATH",
+                   help="notebooks, a folder of <student>.ipynb, or nbgrader's submitted/ folder")
+    p.add_argument("--out", help="results folder (default: COURSE/graded/ASSIGNMENT)")
+    p.add_argument("--jobs", type=int, default=0, help="parallel workers (default: number of cores)")
+    p.add_argument("--timeout", type=float, default=120.0, help="seconds per submission (default 120)")
+    p.add_argument("--memory-mb", type=int, default=0, help="memory per submission (default 4096)")
+    p.add_argument("--force", action="store_true", help="grade again what is already graded")
+    p.add_argument("--seed", type=int, help="input seed (default: random, kept for the batch)")
+    p.add_argument("--course", default=str(ROOT), help="course directory (default: this repository)")
+    p.set_defaults(func=cmd_grade)
     args = parser.parse_args(argv)
     try:
         return args.func(args) or 0

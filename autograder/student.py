@@ -50,7 +50,10 @@ def to_plain(value, what="your code"):
             tensor = tensor.as_subclass(torch.Tensor)
         if tensor.device.type == "meta":
             raise StudentError(f"{what} returned a tensor without data (on the meta device).")
-        return tensor.cpu().clone()
+        tensor = tensor.cpu()
+        if tensor.untyped_storage().nbytes() != tensor.numel() * tensor.element_size() or not tensor.is_contiguous():
+            tensor = tensor.clone(memory_format=torch.contiguous_format)  # a view would ship its whole storage
+        return tensor
     if value is None or type(value) in (bool, int, float, str):
         return value
     if isinstance(value, (list, tuple)):

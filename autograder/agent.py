@@ -1,0 +1,391 @@
+"""The sandbox side: a warm interpreter that runs one submission at a time.
+
+This file runs inside the sandbox with only `student.py` and `wire.py` next to
+it (no checks, no solutions). It imports torch and IPython once, then for each
+submission forks a fresh child that
+
+1. gets its own empty home and working directories, limits and seeds,
+2. runs the notebook's code cells in order with IPython (magics work; errors
+   are recorded and execution goes on),
+3. answers probes from the grader with plain data.
+
+The parent (the "worker") hands the child a socket to the grader and, when the
+submission is over, kills every process the child left behind and wipes the
+scratch space. It never reads anything the child sends.
+"""
+import ctypes
+import os
+import resource
+import shutil
+import signal
+import sys
+import time
+import traceback
+
+SCRATCH = "/tmp"  # the only writable place: a size-limited tmpfs (set by main)
+OWN_PID_NAMESPACE = True  # in bubblewrap: kill(-1) reaches only the sandbox
+PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER = 4, 36
+CELL_ERROR_CHARS = 2000
+
+
+class CellTimeout(BaseException):
+    """Raised inside a cell that runs longer than its share of the time budget."""
+
+
+def _prctl(option, value):
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
+    except OSError:
+        pass
+
+
+# -- the child: one submission ------------------------------------------------
+def _limit(kind, value):
+    try:
+        soft, hard = resource.getrlimit(kind)
+        value = value if hard == resource.RLIM_INFINITY else min(value, hard)
+        resource.setrlimit(kind, (value, value))
+    except (ValueError, OSError):
+        pass
+
+
+def _apply_limits(spec):
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # too much output: a write error, not death
+    with open("/proc/self/status") as status:
+        vm = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmSize:"))
+    _limit(resource.RLIMIT_AS, vm + spec["memory_bytes"])
+    cpu = int(spec["timeout"]) + 2
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+    _limit(resource.RLIMIT_NPROC, spec["max_processes"])
+    _limit(resource.RLIMIT_FSIZE, spec["max_file_bytes"])
+    _limit(resource.RLIMIT_NOFILE, 256)
+    _limit(resource.RLIMIT_CORE, 0)
+
+
+def _fresh_dirs():
+    home, work = os.path.join(SCRATCH, "home"), os.path.join(SCRATCH, "work")
+    for path in (home, work):
+        os.makedirs(path, exist_ok=True)
+    os.environ["HOME"] = home
+    os.chdir(work)
+    return work
+
+
+def _student_frames(error):
+    """The traceback of a cell error, without IPython's own frames."""
+    frames = [f for f in traceback.extract_tb(error.__traceback__)
+              if "IPython" not in f.filename and "/agent/" not in f.filename]
+    text = "".join(traceback.format_list(frames)) + "".join(traceback.format_exception_only(type(error), error))
+    return text[-CELL_ERROR_CHARS:]
+
+
+def _run_cells(shell, cells, deadline):
+    report = []
+    for name, source in cells:
+        left = deadline - time.monotonic()
+        entry = {"cell": name, "error": None, "seconds": 0.0}
+        if left <= 0:
+            entry["error"] = "not run: the time limit was reached"
+            report.append(entry)
+            continue
+
+        def on_alarm(signum, frame):
+            raise CellTimeout()
+
+        signal.signal(signal.SIGALRM, on_alarm)
+        signal.setitimer(signal.ITIMER_REAL, left)
+        started = time.monotonic()
+        try:
+            result = shell.run_cell(source, store_history=False, silent=False)
+            error = result.error_in_exec or result.error_before_exec
+        except CellTimeout as timeout:
+            error = timeout
+        except BaseException as other:  # SystemExit and friends raised outside the cell body
+            error = other
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        entry["seconds"] = round(time.monotonic() - started, 4)
+        if isinstance(error, CellTimeout):
+            entry["error"] = "TimeoutError: this cell was stopped because the time limit was reached"
+        elif error is not None:
+            entry["error"] = _student_frames(error)
+        report.append(entry)
+    return report
+
+
+def child_main(shell, spec, inbox, outbox):
+    from autograder import wire
+    from autograder.student import NamespaceStudent, StudentError
+
+    os.setsid()
+    _fresh_dirs()
+    output = os.open(os.path.join(SCRATCH, "output.txt"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.dup2(output, 1)
+    os.dup2(output, 2)
+    _apply_limits(spec)
+
+    import random
+
+    import numpy
+    import torch
+
+    random.seed(spec["seed"])
+    numpy.random.seed(spec["seed"] % 2**32)
+    torch.manual_seed(spec["seed"])
+    deadline = time.monotonic() + spec["timeout"]
+    report = _run_cells(shell, spec["cells"], deadline)
+    wire.write_frame(outbox, wire.dump_reply(("ran", report)))
+
+    student = NamespaceStudent(shell.user_ns)
+    while True:
+        try:
+            request = wire.load_request(wire.read_frame(inbox))
+        except wire.WireError:
+            return  # the grader is done with this submission
+        method, args, kwargs = request
+        try:
+            reply = ("ok", getattr(student, method)(*args, **kwargs))
+        except StudentError as error:
+            reply = ("student_error", str(error))
+        except BaseException as error:  # sys.exit / KeyboardInterrupt in forward
+            reply = ("student_error", f"your code raised {type(error).__name__} ({error})")
+        try:
+            payload = wire.dump_reply(reply)
+        except Exception as error:
+            payload = wire.dump_reply(("student_error", f"the answer could not be sent back ({type(error).__name__})"))
+        wire.write_frame(outbox, payload)
+
+
+# -- the worker: forks children and cleans up after them --------------------------
+class Worker:
+    """Talks to the grader over a control socket; never reads what a child sends.
+
+    For each submission the grader passes in one end of a fresh socket pair: the
+    child answers probes on it directly, and once the grader closes its end
+    nothing the child left behind can reach the grader.
+    """
+
+    def __init__(self, control):
+        from autograder import wire
+
+        self.wire = wire
+        self.control = control
+        self.child = None
+        self.shell = _make_shell()
+
+    def reply(self, message):
+        self.wire.write_frame(self.control.fileno(), self.wire.dump_reply(message))
+
+    def serve(self):
+        while True:
+            message = self.wire.load_request(self.wire.read_frame(self.control.fileno()))
+            if message[0] == "start":
+                self.start(message[1])
+            elif message[0] == "end":
+                self.reply(("ready", self.end()))
+            elif message[0] == "quit":
+                self.end()
+                return
+
+    def start(self, spec):
+        import socket
+
+        self.end()
+        _, fds, _, _ = socket.recv_fds(self.control, 1, 1)
+        channel = fds[0]
+        pid = os.fork()
+        if pid == 0:
+            code = 0
+            try:
+                self.control.close()
+                child_main(self.shell, spec, channel, channel)
+            except BaseException:
+                code = 1
+            os._exit(code)
+        os.close(channel)
+        self.child = pid
+
+    def end(self):
+        """Kill the child and everything it started; wipe the scratch space."""
+        if self.child is None:
+            return None
+        pid, self.child = self.child, None
+        status = _kill_everything(pid, OWN_PID_NAMESPACE)
+        _wipe(SCRATCH)
+        return status
+
+
+def _descendants():
+    me, parents = os.getpid(), {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    parents[int(entry)] = int(stat.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    found, frontier = set(), {me}
+    while frontier:
+        frontier = {pid for pid, parent in parents.items() if parent in frontier and pid not in found}
+        found |= frontier
+    return found
+
+
+def _kill_everything(pid, own_pid_namespace):
+    """SIGKILL the child and every descendant (orphans come back to us: subreaper)."""
+    status = None
+    for _ in range(1000):
+        if own_pid_namespace:
+            try:
+                os.kill(-1, signal.SIGKILL)  # everything in the sandbox but us and its init
+            except ProcessLookupError:
+                pass
+        victims = _descendants()
+        for victim in victims:
+            try:
+                os.kill(victim, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        while True:  # reap
+            try:
+                reaped, code = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if reaped == 0:
+                break
+            if reaped == pid:
+                status = _describe_exit(code)
+        if not victims:
+            return status
+        time.sleep(0.001)
+    return status
+
+
+def _describe_exit(code):
+    if os.WIFSIGNALED(code):
+        number = os.WTERMSIG(code)
+        name = {signal.SIGKILL: "SIGKILL (usually: out of memory or time)",
+                signal.SIGXCPU: "SIGXCPU (CPU time limit)",
+                signal.SIGSEGV: "SIGSEGV (a crash)"}.get(number, signal.Signals(number).name)
+        return f"your code's process was killed by {name}"
+    return f"your code ended the Python process (exit code {os.WEXITSTATUS(code)})"
+
+
+def _wipe(folder):
+    for entry in os.listdir(folder):
+        path = os.path.join(folder, entry)
+        try:
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path, onerror=_force_remove)
+            else:
+                os.unlink(path)
+        except OSError:
+            pass
+
+
+def _force_remove(function, path, _):
+    try:
+        os.chmod(os.path.dirname(path), 0o700)
+        os.chmod(path, 0o700)
+        function(path)
+    except OSError:
+        pass
+
+
+def _make_shell():
+    from IPython.core.interactiveshell import InteractiveShell
+    from traitlets.config import Config
+
+    config = Config()
+    config.HistoryManager.enabled = False  # no sqlite file a submission could tamper with
+    return InteractiveShell.instance(config=config, colors="NoColor")
+
+
+def _keep_freed_memory():
+    """Let glibc reuse freed tensor memory instead of unmapping it at once.
+
+    A forked child starts with no free memory of its own; by default every
+    big tensor is a fresh mmap, paid for again in page faults on each use.
+    """
+    M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+    try:
+        libc = ctypes.CDLL(None)
+        libc.mallopt(M_MMAP_THRESHOLD, 32 * 2**20)
+        libc.mallopt(M_TRIM_THRESHOLD, 512 * 2**20)
+    except (OSError, AttributeError):
+        pass
+
+
+def _warm_up():
+    """Pay torch's first-call costs once, here, so that every forked child starts warm.
+
+    Without this each submission pays about a second for lazy initialisation
+    (autograd, dispatch modes, deepcopy, DataLoader) on its first probes.
+    """
+    import torch
+    import torch.nn.functional as F
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from autograder.student import NamespaceStudent, byte_tokenizer
+
+    class Tiny(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embedding = torch.nn.Embedding(10, 4)
+            self.linear = torch.nn.Linear(4, 4)
+            self.dropout = torch.nn.Dropout(0.5)
+            self.register_buffer("mask", torch.triu(torch.ones(8, 8), diagonal=1))
+
+        def forward(self, x):
+            n = x.shape[-2]
+            q = self.linear(x).view(*x.shape[:-1], 2, 2).transpose(1, 2)
+            scores = torch.einsum("bhqd,bhkd->bhqk", q, q) / 2 ** 0.5
+            scores = scores.masked_fill(self.mask.bool()[:n, :n], -torch.inf)
+            weights = self.dropout(torch.softmax(scores, dim=-1))
+            out = (weights @ q).transpose(1, 2).contiguous().view(x.shape)
+            out = out + F.scaled_dot_product_attention(q, q, q, is_causal=True).transpose(1, 2).reshape(x.shape)
+            return out + self.embedding(torch.arange(n, device=x.device))
+
+    student = NamespaceStudent({"Tiny": Tiny})
+    handle = student.new("Tiny", seed=0)
+    x = torch.randn(2, 3, 4)
+    student.structure(handle)
+    student.load_parameters(handle, {"linear.bias": torch.zeros(4)})
+    student.forward(handle, x, train=True)
+    student.vjp(handle, [x], torch.ones(2, 3, 4))
+    student.vjp(handle, [x], torch.ones(2, 3, 4), wrt="linear.weight")
+    student.meta_forward(handle, x)
+    byte_tokenizer().encode("warm up")
+    for _ in DataLoader(TensorDataset(torch.arange(6)), batch_size=2, shuffle=True):
+        pass
+
+
+def main(control_fd, own_pid_namespace, scratch):
+    import socket
+
+    global SCRATCH, OWN_PID_NAMESPACE
+    SCRATCH, OWN_PID_NAMESPACE = scratch, own_pid_namespace
+    control = socket.socket(fileno=control_fd)
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)
+    _prctl(PR_SET_DUMPABLE, 0)  # a child with our uid cannot read or write our memory
+    _prctl(PR_SET_CHILD_SUBREAPER, 1)  # orphans of a submission become ours to kill
+    import IPython  # noqa: F401  (warm: every child inherits these imports)
+    import numpy  # noqa: F401
+    import torch
+
+    torch.set_num_threads(1)
+    _keep_freed_memory()
+    _warm_up()
+    _wipe(SCRATCH)
+    worker = Worker(control)
+    worker.reply(("hello", {"pid": os.getpid(), "python": sys.version.split()[0], "torch": str(torch.__version__)}))
+    try:
+        worker.serve()
+    except Exception:
+        worker.end()
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]), sys.argv[2] == "pidns", sys.argv[3])

@@ -1,0 +1,62 @@
+"""`autograder grade`: grade a batch of submissions, resumably, and write every output."""
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .outputs import (all_results, already_graded, batch_seed, sync_gradebook, write_grades_csv,
+                      write_result)
+from .submissions import discover, sha256
+
+
+@dataclass
+class BatchReport:
+    graded: list = field(default_factory=list)  # results graded in this run
+    skipped: int = 0  # already graded by an earlier run
+    results: list = field(default_factory=list)  # every result in the output folder
+    seconds: float = 0.0
+    out_dir: Path = None
+
+    @property
+    def failed(self):
+        return [r for r in self.graded if r["extra_data"]["status"] != "graded"]
+
+
+def grade_batch(assignment, paths, course, out_dir=None, jobs=2, limits=None, force=False, seed=None,
+                scheduler=None, on_result=None):
+    from .grading import BatchSpec
+    from .scheduler import LocalScheduler
+
+    started = time.perf_counter()
+    course = Path(course).resolve()
+    out_dir = Path(out_dir or course / "graded" / assignment).resolve()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    submissions = discover(paths, assignment)
+    todo = [s for s in submissions if force or not _is_done(out_dir, s)]
+    spec = BatchSpec(assignment=assignment, course=str(course), seed=batch_seed(out_dir, seed, force),
+                     run_id=uuid.uuid4().hex[:12], limits=dict(limits or {}),
+                     autograded_dir=str(course / "autograded"))
+    report = BatchReport(skipped=len(submissions) - len(todo), out_dir=out_dir)
+    scheduler = scheduler or LocalScheduler(jobs)
+    for result in scheduler.grade(spec, todo):
+        if result["extra_data"]["status"] != "error":  # a grader fault is retried next run
+            write_result(out_dir, result)
+        report.graded.append(result)
+        if on_result:
+            on_result(result)
+    report.results = all_results(out_dir)
+    from .submissions import grade_cells
+    import nbformat
+
+    source = nbformat.read(course / "source" / assignment / f"{assignment}.ipynb", as_version=4)
+    write_grades_csv(out_dir, report.results, list(grade_cells(source)))
+    sync_gradebook(course, assignment, report.results)
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _is_done(out_dir, submission):
+    try:
+        return already_graded(out_dir, submission, sha256(submission.path))
+    except OSError:
+        return False

@@ -1,0 +1,204 @@
+"""Grade one submission: sanitize, run it in a sandbox, check it on the trusted side.
+
+`grade_job` is what a scheduler runs on a worker. It needs the worker's warm
+`Sandbox` (one per worker process, made by `worker_setup`) and returns a plain
+dict in Gradescope's results.json schema, with our own details in `extra_data`.
+"""
+import contextlib
+import io
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+
+from .submissions import InvalidNotebook, grade_cells, read_notebook, sanitize, sha256
+
+FAILED_CELLS_SHOWN = 5
+
+
+@dataclass
+class BatchSpec:
+    """Everything a worker needs to grade submissions of one assignment."""
+
+    assignment: str
+    course: str
+    seed: int
+    run_id: str
+    limits: dict = field(default_factory=dict)
+    autograded_dir: str = ""  # where to write nbgrader's autograded/ notebooks ("" = don't)
+
+
+_state = {}
+
+
+def worker_setup(spec, slots=None):
+    """Per worker process: warm the checks and start a sandbox (called once)."""
+    import torch
+
+    from . import reference
+    from .sandbox import Limits, Sandbox
+
+    _die_with_parent()
+    torch.set_num_threads(1)
+    slot = slots.get() if slots is not None else 0
+    course = Path(spec.course)
+    source = nbformat.read(course / "source" / spec.assignment / f"{spec.assignment}.ipynb", as_version=4)
+    release = nbformat.read(course / "release" / spec.assignment / f"{spec.assignment}.ipynb", as_version=4)
+    with contextlib.redirect_stdout(io.StringIO()):
+        reference.load(spec.assignment)
+    sandbox = Sandbox(slot, Limits(**spec.limits))
+    sandbox.start()
+    _state.update(spec=spec, source=source, release=release, sandbox=sandbox)
+
+
+def worker_teardown():
+    sandbox = _state.pop("sandbox", None)
+    if sandbox:
+        sandbox.cleanup()
+
+
+def _die_with_parent():
+    """If the grader is killed (even with kill -9), its workers and sandboxes go too."""
+    import ctypes
+    import signal
+
+    try:
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+def grade_job(submission):
+    """Grade one Submission on this worker; never raises for a student's fault."""
+    spec, started = _state["spec"], time.perf_counter()
+    base = {"student_id": submission.student_id, "path": str(submission.path)}
+    try:
+        base["notebook_sha256"] = sha256(submission.path)
+    except OSError as error:
+        return invalid_result(spec, base, f"the file could not be read ({error.strerror})", started)
+    if submission.problem:
+        return invalid_result(spec, base, submission.problem, started)
+    try:
+        notebook = read_notebook(submission.path)
+        clean = sanitize(notebook, _state["source"], _state["release"])
+    except InvalidNotebook as error:
+        return invalid_result(spec, base, str(error), started)
+    result = grade_clean(spec, clean, base, started)
+    if spec.autograded_dir:
+        write_autograded(spec, submission.student_id, clean.notebook, result)
+    return result
+
+
+def grade_clean(spec, clean, base, started):
+    from .runner import run_checks
+    from .sandbox import SandboxBroken, SandboxStudent
+
+    sandbox = _state["sandbox"]
+    points = grade_cells(_state["source"])
+    notes, cell_errors = list(clean.tampering), []
+    try:
+        first = sandbox.run(clean.cells, seed=spec.seed)
+    except SandboxBroken as error:
+        first = ("broken", str(error))
+    student = SandboxStudent(sandbox)
+    if first[0] == "ran":
+        cell_errors = [entry for entry in first[1] if entry.get("error")]
+    else:
+        student.lose(first[0], first[1] if len(first) > 1 else None)
+        notes.append("the notebook did not finish running: " + student.lost)
+    try:
+        checks = run_checks(spec.assignment, student, seed=spec.seed)
+    finally:
+        ending = sandbox.finish() if sandbox.process else None
+    if student.lost_kind == "died" and ending:
+        notes.append(f"how your code's process ended: {ending}")
+    elif student.lost and student.lost not in " ".join(notes):
+        notes.append(student.lost)
+    return build_result(spec, base, points, checks, notes, cell_errors, started)
+
+
+def build_result(spec, base, points, checks, notes, cell_errors, started):
+    from .runner import feedback_lines
+
+    tests, total = [], 0.0
+    for grade_id, cell_points in points.items():
+        cell = checks[grade_id]
+        score = cell.score(cell_points)
+        total += score
+        tests.append({
+            "name": grade_id,
+            "score": score,
+            "max_score": cell_points,
+            "status": "passed" if score == cell_points else "failed",
+            "output": "\n".join(feedback_lines(cell, cell_points)),
+            "visibility": "visible",
+            "extra_data": {"checks": [
+                {"name": c.name, "description": c.description, "passed": c.passed,
+                 "weight": c.weight, "message": c.message} for c in cell.checks]},
+        })
+    extra = {**base, "assignment": spec.assignment, "status": "graded", "seed": spec.seed,
+             "run_id": spec.run_id, "notes": notes,
+             "cell_errors": [{"cell": e["cell"], "error": e["error"]} for e in cell_errors]}
+    output = [f"{extra['student_id']}: {round(total, 2):g} / {sum(points.values()):g} points"]
+    output += [f"Note: {note}" for note in notes]
+    for entry in cell_errors[:FAILED_CELLS_SHOWN]:
+        output.append(f"Cell {entry['cell']} raised an error:\n{entry['error'].rstrip()}")
+    return {
+        "score": round(total, 2),
+        "max_score": sum(points.values()),
+        "execution_time": round(time.perf_counter() - started, 3),
+        "output": "\n".join(output),
+        "visibility": "visible",
+        "stdout_visibility": "hidden",
+        "tests": tests,
+        "extra_data": extra,
+    }
+
+
+def invalid_result(spec, base, message, started):
+    points = grade_cells(_state["source"])
+    extra = {**base, "assignment": spec.assignment, "status": "invalid", "seed": spec.seed,
+             "run_id": spec.run_id, "notes": [message], "cell_errors": []}
+    return {
+        "score": 0.0,
+        "max_score": sum(points.values()),
+        "execution_time": round(time.perf_counter() - started, 3),
+        "output": f"This submission could not be graded: {message}.",
+        "visibility": "visible",
+        "stdout_visibility": "hidden",
+        "tests": [{"name": g, "score": 0.0, "max_score": p, "status": "failed",
+                   "output": f"Not graded: {message}.", "visibility": "visible"} for g, p in points.items()],
+        "extra_data": extra,
+    }
+
+
+def write_autograded(spec, student_id, notebook, result):
+    """nbgrader's autograded/<student>/<assignment>/<notebook>.ipynb, with our feedback as outputs."""
+    by_cell = {t["name"]: t for t in result["tests"]}
+    notebook = nbformat.from_dict(notebook)
+    for cell in notebook.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        test = by_cell.get(meta.get("grade_id"))
+        if cell.cell_type == "code" and test and meta.get("grade") and not meta.get("solution"):
+            cell.outputs = [
+                nbformat.v4.new_output("stream", name="stdout", text=test["output"] + "\n"),
+                nbformat.v4.new_output("execute_result", data={"text/plain": f"{test['score']:g}"},
+                                       execution_count=None),
+            ]
+    _unique_ids(notebook)
+    folder = Path(spec.autograded_dir) / student_id / spec.assignment
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / f"{spec.assignment}.ipynb"
+    temporary = target.with_suffix(".ipynb.partial")
+    nbformat.write(notebook, temporary)
+    os.replace(temporary, target)
+
+
+def _unique_ids(notebook):
+    seen = set()
+    for index, cell in enumerate(notebook.cells):
+        if cell.get("id") in seen or not cell.get("id"):
+            cell.id = f"cell-{index}-{len(seen)}"
+        seen.add(cell.id)

@@ -1,0 +1,155 @@
+"""Where grades go: one results.json per student, grades.csv, nbgrader's gradebook.
+
+The per-student JSON files are the source of truth. Each is written atomically
+(temporary file, then rename) the moment its submission is graded, so a batch
+killed at any point loses nothing and a rerun grades only what is missing.
+grades.csv and the gradebook are rebuilt from them at the end of every run.
+"""
+import csv
+import json
+import os
+import secrets
+import warnings
+from pathlib import Path
+
+BATCH_FILE = "batch.json"
+
+
+def result_path(out_dir, student_id):
+    return Path(out_dir) / f"{student_id}.json"
+
+
+def write_result(out_dir, result):
+    target = result_path(out_dir, result["extra_data"]["student_id"])
+    temporary = target.with_name(f".{target.name}.{os.getpid()}.partial")
+    temporary.write_text(json.dumps(result, indent=1))
+    os.replace(temporary, target)
+
+
+def read_result(out_dir, student_id):
+    try:
+        return json.loads(result_path(out_dir, student_id).read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def already_graded(out_dir, submission, sha):
+    """A finished result for this very file (a changed notebook is graded again)."""
+    result = read_result(out_dir, submission.student_id)
+    if not result:
+        return False
+    extra = result.get("extra_data", {})
+    return extra.get("status") in ("graded", "invalid") and extra.get("notebook_sha256") == sha
+
+
+def all_results(out_dir):
+    results = []
+    for path in sorted(Path(out_dir).glob("*.json")):
+        if path.name == BATCH_FILE:
+            continue
+        try:
+            result = json.loads(path.read_text())
+        except json.JSONDecodeError:
+            continue
+        if isinstance(result, dict) and "extra_data" in result:
+            results.append(result)
+    return results
+
+
+def batch_seed(out_dir, seed=None, force=False):
+    """The batch's seed: kept across interrupted runs so a resumed batch grades alike."""
+    path = Path(out_dir) / BATCH_FILE
+    if seed is None and not force and path.exists():
+        try:
+            return int(json.loads(path.read_text())["seed"])
+        except (ValueError, KeyError, json.JSONDecodeError):
+            pass
+    seed = secrets.randbits(31) if seed is None else int(seed)
+    path.write_text(json.dumps({"seed": seed}))
+    return seed
+
+
+def write_grades_csv(out_dir, results, grade_ids):
+    """student id, score per graded cell, total, status, notes."""
+    target = Path(out_dir) / "grades.csv"
+    temporary = target.with_name(".grades.csv.partial")
+    with open(temporary, "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["student_id", *grade_ids, "total", "max_score", "status", "notes"])
+        for result in sorted(results, key=lambda r: r["extra_data"]["student_id"]):
+            extra = result["extra_data"]
+            scores = {t["name"]: t["score"] for t in result.get("tests", [])}
+            writer.writerow([extra["student_id"], *[_number(scores.get(g)) for g in grade_ids],
+                             _number(result["score"]), _number(result["max_score"]), extra["status"],
+                             "; ".join(extra.get("notes", []))])
+    os.replace(temporary, target)
+    return target
+
+
+def _number(value):
+    return "" if value is None else f"{value:g}"
+
+
+# -- nbgrader's gradebook ----------------------------------------------------------------
+def gradebook_url(course):
+    """The course's database URL from nbgrader's own config (sqlite gradebook.db by default)."""
+    from nbgrader.coursedir import CourseDirectory
+    from traitlets.config.loader import PyFileConfigLoader
+
+    config_file = Path(course) / "nbgrader_config.py"
+    config = PyFileConfigLoader(config_file.name, path=str(course)).load_config() if config_file.exists() else None
+    directory = CourseDirectory(config=config) if config else CourseDirectory()
+    directory.root = str(course)
+    return directory.db_url
+
+
+def _ensure_assignment(gradebook, db_url, course, assignment):
+    """The assignment, its notebook and grade cells, as generate_assignment records them."""
+    from nbgrader.api import MissingEntry
+
+    try:
+        found = gradebook.find_assignment(assignment)
+        if found.notebooks:
+            return
+    except MissingEntry:
+        pass
+    import nbformat
+    from nbgrader.preprocessors import ComputeChecksums, SaveCells
+
+    source = nbformat.read(Path(course) / "source" / assignment / f"{assignment}.ipynb", as_version=4)
+    resources = {"nbgrader": {"db_url": db_url, "assignment": assignment, "notebook": assignment}}
+    gradebook.update_or_create_assignment(assignment)
+    source, resources = ComputeChecksums().preprocess(source, resources)
+    SaveCells().preprocess(source, resources)
+
+
+def sync_gradebook(course, assignment, results, db_url=None):
+    """Write every result's scores into nbgrader's gradebook (idempotent).
+
+    Manual scores a TA already entered (concept questions, overrides) are kept.
+    """
+    from nbgrader.api import Gradebook, MissingEntry
+
+    db_url = db_url or gradebook_url(course)
+    with warnings.catch_warnings(), Gradebook(db_url) as gradebook:
+        warnings.simplefilter("ignore")  # SQLAlchemy chatter from inside nbgrader
+        _ensure_assignment(gradebook, db_url, course, assignment)
+        for result in results:
+            extra = result["extra_data"]
+            if extra["status"] not in ("graded", "invalid"):
+                continue
+            student = extra["student_id"]
+            gradebook.update_or_create_student(student)
+            try:
+                gradebook.find_submission(assignment, student)
+            except MissingEntry:
+                gradebook.add_submission(assignment, student)
+            scores = {t["name"]: t["score"] for t in result["tests"]}
+            submission = gradebook.find_submission_notebook(assignment, assignment, student)  # notebook, assignment, student
+            for grade in submission.grades:
+                if grade.name in scores:
+                    grade.auto_score = scores[grade.name]
+                    grade.needs_manual_grade = grade.manual_score is not None
+                elif grade.manual_score is None:
+                    grade.needs_manual_grade = True  # a written answer for formgrader
+        gradebook.db.commit()

@@ -1,0 +1,403 @@
+"""The grader's side of a sandbox: start one, talk to it, and the `student` proxy.
+
+A `Sandbox` is one warm, isolated interpreter (see `agent.py`). With
+bubblewrap it runs as an unprivileged user in its own user, mount, PID,
+network, IPC and UTS namespaces; it sees read-only system and Python files,
+its own code and a small writable tmpfs, and nothing of the course. Without
+bubblewrap it is a plain subprocess with limits, and `isolation()` says so.
+
+`SandboxStudent` implements the probe API of `student.NamespaceStudent` by
+sending each call to the sandbox and reading the answer back as plain data.
+"""
+import os
+import select
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from . import wire
+from .student import StudentError
+
+AGENT_FILES = ("agent.py", "student.py", "wire.py")
+SANDBOX_UID_BASE = 61000  # one unprivileged uid per worker slot when the grader is root
+START_TIMEOUT = 120  # seconds for a cold sandbox to import torch
+
+
+@dataclass
+class Limits:
+    timeout: float = 120.0  # wall-clock seconds for one submission, cells and probes together
+    memory_bytes: int = 4 * 2**30  # address space on top of the warm interpreter
+    max_processes: int = 64
+    max_file_bytes: int = 16 * 2**20  # any one file, student output included
+    scratch_bytes: int = 512 * 2**20  # the whole writable tmpfs
+
+
+class SandboxBroken(RuntimeError):
+    """The sandbox stopped answering or broke the protocol; it will be restarted."""
+
+
+# -- how much isolation this machine allows --------------------------------------
+_isolation = None
+
+
+def isolation():
+    """('bwrap' | 'process', explanation). Probed once per process."""
+    global _isolation
+    if _isolation is None:
+        _isolation = _probe_isolation()
+    return _isolation
+
+
+def _probe_isolation():
+    if os.environ.get("AUTOGRADER_ISOLATION") == "process":
+        return "process", "isolation turned off by AUTOGRADER_ISOLATION=process"
+    if not shutil.which("bwrap"):
+        return "process", "bubblewrap is not installed (apt-get install bubblewrap)"
+    command = _as_sandbox_user(0, ["bwrap", "--unshare-all", "--ro-bind", "/", "/", "true"], [])
+    try:
+        result = subprocess.run(command, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return "process", f"bubblewrap could not start ({error})"
+    if result.returncode != 0:
+        return "process", f"bubblewrap could not create namespaces here: {result.stderr.strip()[:200]}"
+    return "bwrap", "bubblewrap: separate namespaces, no network, unprivileged user"
+
+
+def isolation_warning():
+    mode, why = isolation()
+    if mode == "bwrap":
+        return None
+    return ("WARNING: submissions will run WITHOUT a sandbox: " + why + ". Student code runs as a "
+            "plain process with limits; it can read files this user can read and use the network.")
+
+
+# -- building the command ---------------------------------------------------------
+def _agent_dir():
+    """A world-readable copy of the sandbox's own code: no checks, no solutions."""
+    folder = Path(tempfile.mkdtemp(prefix="autograder-agent-"))
+    package = folder / "autograder"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    here = Path(__file__).resolve().parent
+    for name in AGENT_FILES:
+        shutil.copyfile(here / name, package / name)
+    for path in [folder, package, *package.iterdir()]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    return folder
+
+
+def _reachable(path):
+    """Can a stranger (an unprivileged uid) open this directory?"""
+    path = Path(path).resolve()
+    for part in [*reversed(path.parents), path]:
+        if not part.stat().st_mode & 0o001:
+            return False
+    return True
+
+
+def _python_roots():
+    roots = {Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve(),
+             Path(sys.executable).resolve().parent.parent}
+    roots = {r for r in roots if not any(r != o and o in r.parents for o in roots)}
+    system = Path("/usr")
+    return sorted(r for r in roots if r != system and system not in r.parents)
+
+
+def _as_sandbox_user(slot, command, hidden):
+    """Wrap `command` so it starts as an unprivileged user when we are root.
+
+    `hidden` are directories that user cannot reach (e.g. Python under a 0700
+    /root): in a private mount namespace they are bind-mounted under /mnt/<i>,
+    where the sandbox picks them up. Nothing changes outside that namespace.
+    """
+    if os.geteuid() != 0:
+        return command
+    uid = str(SANDBOX_UID_BASE + slot)
+    drop = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all"]
+    if not hidden:
+        return [*drop, *command]
+    script = ('set -e; mount -t tmpfs -o size=1m,mode=0755 autograder /mnt; i=0; '
+              'while [ "$1" != "--" ]; do mkdir /mnt/$i; mount --bind "$1" /mnt/$i; i=$((i+1)); shift; done; '
+              'shift; exec "$@"')
+    return ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", script, "sh",
+            *map(str, hidden), "--", *drop, *command]
+
+
+def _socket_pair():
+    """A local socket pair with big buffers: fewer wake-ups for megabyte tensors."""
+    pair = socket.socketpair()
+    for sock in pair:
+        for option in (socket.SO_SNDBUF, socket.SO_RCVBUF):
+            sock.setsockopt(socket.SOL_SOCKET, option, 4 * 2**20)
+    return pair
+
+
+def _agent_call(control, mode, scratch, agent):
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); from autograder.agent import main; "
+            "main(int(sys.argv[2]), sys.argv[3] == 'pidns', sys.argv[4])")
+    return [sys.executable, "-I", "-c", code, str(agent), str(control), mode, str(scratch)]
+
+
+def _bwrap_command(slot, agent, control, limits):
+    roots = _python_roots()
+    hidden = [r for r in roots if os.geteuid() == 0 and not _reachable(r)]
+    binds = []
+    for index, root in enumerate(hidden):
+        binds += ["--ro-bind", f"/mnt/{index}", str(root)]
+    for root in roots:
+        if root not in hidden:
+            binds += ["--ro-bind", str(root), str(root)]
+    system = []
+    for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+        path = Path("/") / name
+        if path.is_symlink():
+            system += ["--symlink", os.readlink(path), str(path)]
+        elif path.is_dir():
+            system += ["--ro-bind", str(path), str(path)]
+    bwrap = [
+        "bwrap", "--unshare-all", "--die-with-parent", "--new-session",
+        "--ro-bind", "/usr", "/usr", *system,
+        "--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache",
+        "--ro-bind-try", "/etc/alternatives", "/etc/alternatives",
+        "--proc", "/proc", "--dev", "/dev",
+        "--size", str(limits.scratch_bytes), "--tmpfs", "/tmp",
+        *binds,
+        "--ro-bind", str(agent), "/agent",
+        "--chdir", "/agent", "--hostname", "localhost",
+        "--clearenv", "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin", "--setenv", "HOME", "/tmp/home",
+        "--setenv", "LANG", "C.UTF-8", "--setenv", "OMP_NUM_THREADS", "1", "--setenv", "MPLBACKEND", "Agg",
+        "--uid", "1000", "--gid", "1000",
+        *_agent_call(control, "pidns", "/tmp", "/agent"),
+    ]
+    return _as_sandbox_user(slot, bwrap, hidden)
+
+
+# -- one sandbox --------------------------------------------------------------------
+class Sandbox:
+    """One warm sandboxed interpreter that grades submissions one after another.
+
+    Two channels: a control socket to the warm worker (start, end, quit) and,
+    per submission, a fresh socket straight to that submission's child process
+    (cell report, probes). The grader keeps the submission's deadline.
+    """
+
+    def __init__(self, slot=0, limits=None):
+        self.slot = slot
+        self.limits = limits or Limits()
+        self.process = None
+        self.control = None
+        self.channel = None
+        self.deadline = None
+        self.agent = None
+        self.scratch = None
+        self.starts = 0
+
+    # life cycle
+    def start(self):
+        self.close()
+        self.starts += 1
+        if self.agent is None:
+            self.agent = _agent_dir()
+        ours, theirs = _socket_pair()
+        mode, _ = isolation()
+        if mode == "bwrap":
+            command = _bwrap_command(self.slot, self.agent, theirs.fileno(), self.limits)
+            env, cwd = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}, "/"
+        else:
+            self.scratch = tempfile.mkdtemp(prefix="autograder-scratch-")
+            command = _agent_call(theirs.fileno(), "plain", self.scratch, self.agent)
+            env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": self.scratch, "LANG": "C.UTF-8",
+                   "OMP_NUM_THREADS": "1", "MPLBACKEND": "Agg"}
+            cwd = self.scratch
+        self.process = subprocess.Popen(
+            command, pass_fds=(theirs.fileno(),), env=env, cwd=cwd,
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+        theirs.close()
+        self.control = ours
+        try:
+            hello = self._receive(self.control, START_TIMEOUT)
+        except SandboxBroken as error:
+            detail = self._stderr_tail()
+            self.close()
+            raise SandboxBroken(f"the sandbox did not start: {error}; {detail}") from None
+        if hello[0] != "hello":
+            self.close()
+            raise SandboxBroken(f"the sandbox said {hello[0]!r} instead of hello")
+        return hello[1]
+
+    def ensure_started(self):
+        if self.process is None or self.process.poll() is not None:
+            self.start()
+
+    def close(self):
+        self._drop_channel()
+        if self.process is None:
+            return
+        try:
+            wire.write_frame(self.control.fileno(), wire.dump_request(("quit",)))
+        except wire.WireError:
+            pass
+        self.control.close()
+        try:
+            self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+        if self.process.poll() is None:
+            try:
+                os.killpg(self.process.pid, 9)
+            except (ProcessLookupError, PermissionError):
+                self.process.kill()
+            self.process.wait()
+        self.process.stderr.close()
+        self.process = None
+        if self.scratch:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+            self.scratch = None
+
+    def cleanup(self):
+        self.close()
+        if self.agent:
+            shutil.rmtree(self.agent, ignore_errors=True)
+            self.agent = None
+
+    def _drop_channel(self):
+        if self.channel is not None:
+            self.channel.close()
+            self.channel = None
+
+    # talking
+    def _stderr_tail(self):
+        if self.process and self.process.poll() is not None:
+            return self.process.stderr.read().decode(errors="replace").strip()[-500:] or "no message"
+        return "no answer"
+
+    @staticmethod
+    def _receive(sock, timeout):
+        if timeout <= 0 or not select.select([sock], [], [], timeout)[0]:
+            raise TimeoutError()
+        try:
+            return wire.load_reply(wire.read_frame(sock.fileno()))
+        except wire.WireError as error:
+            raise SandboxBroken(str(error)) from None
+
+    def _control(self, message, timeout=30):
+        """A request to the warm worker itself; a broken worker is never reused."""
+        try:
+            wire.write_frame(self.control.fileno(), wire.dump_request(message))
+            return self._receive(self.control, timeout)
+        except (wire.WireError, SandboxBroken, TimeoutError) as error:
+            self.close()
+            raise SandboxBroken(str(error) or "no answer") from None
+
+    def run(self, cells, seed):
+        """Fork a fresh child that runs `cells` [(name, source)]; its cell report.
+
+        Returns ("ran", report), ("timeout", seconds) or ("died", None).
+        """
+        self.ensure_started()
+        spec = {"cells": cells, "seed": seed, **asdict(self.limits)}
+        spec.pop("scratch_bytes")
+        ours, theirs = _socket_pair()
+        try:
+            wire.write_frame(self.control.fileno(), wire.dump_request(("start", spec)))
+            socket.send_fds(self.control, [b"c"], [theirs.fileno()])
+        except (wire.WireError, OSError) as error:
+            self.close()
+            raise SandboxBroken(str(error)) from None
+        finally:
+            theirs.close()
+        self.channel = ours
+        self.deadline = time.monotonic() + self.limits.timeout
+        return self._from_child()
+
+    def probe(self, method, args, kwargs):
+        if self.channel is None:
+            return ("gone", None)
+        try:
+            wire.write_frame(self.channel.fileno(), wire.dump_request((method, args, kwargs)))
+        except wire.WireError:
+            pass  # the child is gone; reading says how
+        return self._from_child()
+
+    def _from_child(self):
+        try:
+            return self._receive(self.channel, self.deadline - time.monotonic())
+        except TimeoutError:
+            self._drop_channel()
+            return ("timeout", self.limits.timeout)
+        except SandboxBroken as error:  # died, or sent something that is not plain data
+            self._drop_channel()
+            return ("died", None) if "closed" in str(error) else ("unreadable", str(error))
+
+    def finish(self):
+        """Kill everything the submission started and wipe its files; how the child ended."""
+        self._drop_channel()
+        if self.process is None:
+            return None
+        reply = self._control(("end",))
+        if reply[0] != "ready":
+            self.close()
+            return None
+        return reply[1]
+
+
+# -- the student proxy -------------------------------------------------------------
+PROBES = ("kind", "value", "call", "new", "structure", "load_parameters", "forward",
+          "vjp", "meta_forward", "dataset", "batches")
+
+
+class SandboxStudent:
+    """The probe API, answered by the submission running in a sandbox."""
+
+    def __init__(self, sandbox):
+        self.sandbox = sandbox
+        self.lost = None  # why later probes cannot reach the submission (student-facing)
+        self.lost_kind = None
+
+    def lose(self, kind, detail):
+        self.lost_kind, self.lost = kind, lost_message(kind, detail)
+
+    def _probe(self, method, args, kwargs):
+        if self.lost:
+            raise StudentError(self.lost)
+        reply = self.sandbox.probe(method, args, kwargs)
+        kind, detail = reply[0], reply[1] if len(reply) > 1 else None
+        if kind == "ok":
+            return detail
+        if kind == "student_error" and type(detail) is str:
+            raise StudentError(detail)
+        self.lose(kind, detail)
+        raise StudentError(self.lost)
+
+
+def lost_message(kind, detail):
+    """Why the submission's process cannot answer any more (student-facing)."""
+    if kind == "timeout":
+        return (f"your code did not finish within the {float(detail):g} s time limit and was stopped."
+                " Look for an endless loop or a much bigger computation than needed.")
+    if kind == "died":
+        return ("your code ended or crashed the Python process (for example with os._exit, or by"
+                " running out of memory), so the checks after that point could not run.")
+    if kind == "gone":
+        return "your code had already been stopped, so this check could not run."
+    return "your code sent back something that is not plain data (tensors, numbers, strings)."
+
+
+def _make_probe(method):
+    def probe(self, *args, **kwargs):
+        return self._probe(method, args, kwargs)
+
+    probe.__name__ = method
+    probe.__doc__ = f"`NamespaceStudent.{method}`, answered in the sandbox."
+    return probe
+
+
+for _method in PROBES:
+    setattr(SandboxStudent, _method, _make_probe(_method))

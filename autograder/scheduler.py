@@ -1,0 +1,57 @@
+"""Where submissions are graded: the one interface a cluster backend must implement.
+
+A scheduler takes a `BatchSpec` and an iterable of submissions and yields one
+result dict per submission as soon as it is ready, in any order. `grade_job`
+runs on a worker that `worker_setup(spec)` has prepared (warm checks, one warm
+sandbox). `LocalScheduler` uses processes on this machine; a Dask scheduler
+would call the same two functions on cluster workers.
+"""
+import multiprocessing
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from typing import Iterable, Iterator, Protocol
+
+from .grading import BatchSpec, grade_job, worker_setup
+
+
+class Scheduler(Protocol):
+    def grade(self, spec: BatchSpec, submissions: Iterable) -> Iterator[dict]:
+        """Yield one result per submission, in completion order."""
+
+
+class LocalScheduler:
+    """`jobs` worker processes, each with its own warm sandbox."""
+
+    def __init__(self, jobs):
+        self.jobs = max(1, int(jobs))
+
+    def grade(self, spec, submissions):
+        submissions = list(submissions)
+        if not submissions:
+            return
+        context = multiprocessing.get_context("spawn")  # no inherited threads or locks
+        slots = context.Queue()
+        workers = min(self.jobs, len(submissions))
+        for slot in range(workers):
+            slots.put(slot)
+        with ProcessPoolExecutor(workers, mp_context=context, initializer=worker_setup,
+                                 initargs=(spec, slots)) as pool:
+            pending = {pool.submit(grade_job, s): s for s in submissions}
+            while pending:
+                done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for future in done:
+                    submission = pending.pop(future)
+                    try:
+                        yield future.result()
+                    except Exception as error:  # a worker died: report, go on
+                        yield worker_failure(spec, submission, error)
+
+
+def worker_failure(spec, submission, error):
+    return {
+        "score": 0.0, "max_score": 0.0, "execution_time": 0.0, "tests": [],
+        "output": "The grader failed on this submission; it will be graded again on the next run.",
+        "extra_data": {"student_id": submission.student_id, "path": str(submission.path),
+                       "assignment": spec.assignment, "status": "error", "seed": spec.seed,
+                       "run_id": spec.run_id, "notes": [f"grader error: {type(error).__name__}: {error}"],
+                       "cell_errors": []},
+    }

@@ -1,0 +1,198 @@
+"""Find submitted notebooks, read them safely and restore what students may not change.
+
+`sanitize` follows nbgrader's rules: locked cells (given code, visible checks,
+graded cells) come back from the source notebook by grade_id, answer cells keep
+the student's code, and cells the student added stay where they were. Every
+difference from the release (an edited or deleted locked cell, changed points or
+metadata, a duplicated grade id) is recorded as tampering.
+"""
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+
+MAX_NOTEBOOK_BYTES = 20 * 2**20
+
+
+class InvalidNotebook(Exception):
+    """A file that cannot be graded; the message is for the student and the TA."""
+
+
+@dataclass
+class Submission:
+    student_id: str
+    path: Path
+    problem: str = ""  # set when the submission cannot be graded at all (e.g. a duplicate)
+
+
+@dataclass
+class Sanitized:
+    notebook: nbformat.NotebookNode  # what gets run and written to autograded/
+    cells: list  # [(cell name, source)] to run in the sandbox, in order
+    tampering: list = field(default_factory=list)
+
+
+# -- finding submissions ------------------------------------------------------------
+def discover(paths, assignment):
+    """[Submission] from files, LMS-style folders of notebooks and nbgrader submitted/ trees."""
+    found = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_file():
+            found.append(Submission(_student_id(path, assignment), path))
+        elif path.is_dir():
+            tree = sorted(path.glob(f"*/{assignment}/*.ipynb"))
+            files = tree or sorted(p for p in path.glob("*.ipynb") if not p.name.startswith("."))
+            found += [Submission(_student_id(p, assignment), p) for p in files]
+        else:
+            raise FileNotFoundError(f"{path} does not exist")
+    seen = {}
+    for submission in found:
+        if submission.student_id in seen:
+            submission.problem = (f"a second notebook for student {submission.student_id} "
+                                  f"({seen[submission.student_id].path}); only the first is graded")
+        else:
+            seen[submission.student_id] = submission
+    return found
+
+
+def _student_id(path, assignment):
+    # nbgrader layout: submitted/<student>/<assignment>/<notebook>.ipynb
+    if path.parent.name == assignment and path.parent.parent.name:
+        return path.parent.parent.name
+    return path.stem
+
+
+def sha256(path):
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+# -- reading ------------------------------------------------------------------------------
+def read_notebook(path):
+    """A validated nbformat-4 notebook, or InvalidNotebook with a message that says why."""
+    path = Path(path)
+    size = path.stat().st_size
+    if size == 0:
+        raise InvalidNotebook("the file is empty")
+    if size > MAX_NOTEBOOK_BYTES:
+        raise InvalidNotebook(f"the file is {size / 2**20:.0f} MB, over the "
+                              f"{MAX_NOTEBOOK_BYTES / 2**20:.0f} MB limit (clear large outputs and resubmit)")
+    try:
+        text = path.read_bytes().decode("utf-8")
+        data = json.loads(text)
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise InvalidNotebook(f"the file is not valid JSON, so it is not a notebook ({error})") from None
+    if not isinstance(data, dict) or "cells" not in data and "worksheets" not in data:
+        raise InvalidNotebook("the file is JSON but not a Jupyter notebook")
+    major = data.get("nbformat")
+    if not isinstance(major, int) or major < 4:
+        raise InvalidNotebook(f"the notebook uses format version {major}; please save it with a current Jupyter")
+    try:
+        notebook = nbformat.reads(text, as_version=4)  # joins multi-line sources
+        nbformat.validate(notebook)
+    except nbformat.ValidationError as error:
+        message = str(error.message if hasattr(error, "message") else error).splitlines()[0]
+        raise InvalidNotebook(f"the notebook is damaged: {message[:200]}") from None
+    except Exception as error:  # anything else nbformat rejects
+        raise InvalidNotebook(f"the notebook is damaged ({type(error).__name__})") from None
+    return notebook
+
+
+# -- restoring locked cells ------------------------------------------------------------
+def _meta(cell):
+    meta = cell.get("metadata", {}).get("nbgrader")
+    return meta if isinstance(meta, dict) and isinstance(meta.get("grade_id"), str) else None
+
+
+def _is_hidden_test(meta):
+    return bool(meta.get("grade")) and not meta.get("solution")
+
+
+def _same_meta(a, b):
+    keys = ("grade", "solution", "locked", "points", "task")
+    return all(a.get(k) == b.get(k) for k in keys)
+
+
+def sanitize(notebook, source, release):
+    """Restore locked cells from `source` by grade id and say what the student changed."""
+    source_cells = {m["grade_id"]: c for c in source.cells if (m := _meta(c))}
+    release_cells = {m["grade_id"]: c for c in release.cells if (m := _meta(c))}
+    order = [m["grade_id"] for c in source.cells if (m := _meta(c))]
+    tampering, used, cells = [], set(), []
+    for cell in notebook.cells:
+        meta = _meta(cell)
+        grade_id = meta["grade_id"] if meta else None
+        if grade_id is None or grade_id not in source_cells:
+            if grade_id is not None:
+                tampering.append(f"a cell claims grade id {grade_id!r}, which the assignment does not have")
+            cells.append(_plain_copy(cell))
+            continue
+        if grade_id in used:
+            tampering.append(f"cell {grade_id} appears twice; the copy is run as an ordinary cell")
+            cells.append(_plain_copy(cell))
+            continue
+        used.add(grade_id)
+        original, released = source_cells[grade_id], release_cells.get(grade_id, source_cells[grade_id])
+        if not _same_meta(meta, _meta(released)) or cell.cell_type != released.cell_type:
+            tampering.append(f"the grading metadata of cell {grade_id} was changed (restored)")
+        if _meta(original).get("locked") or _is_hidden_test(_meta(original)):
+            if cell.source != released.source:
+                tampering.append(f"the read-only cell {grade_id} was edited (restored)")
+            cells.append(_copy(original))
+        else:
+            answer = _copy(original)
+            answer.source = cell.source
+            answer.outputs = [] if answer.cell_type == "code" else answer.get("outputs")
+            cells.append(answer)
+    for index, grade_id in enumerate(order):
+        if grade_id in used:
+            continue
+        released = release_cells.get(grade_id, source_cells[grade_id])
+        tampering.append(f"cell {grade_id} was deleted (restored from the release)")
+        restored = _copy(source_cells[grade_id])
+        if not (_meta(restored).get("locked") or _is_hidden_test(_meta(restored))):
+            restored.source = released.source  # a deleted answer counts as unanswered
+        before = next((g for g in reversed(order[:index]) if g in used), None)
+        position = 0 if before is None else 1 + next(i for i, c in enumerate(cells) if _grade_id(c) == before)
+        cells.insert(position, restored)
+        used.add(grade_id)
+    clean = nbformat.v4.new_notebook(metadata=source.metadata)
+    clean.cells = cells
+    to_run = [(_name(c, i), c.source) for i, c in enumerate(cells)
+              if c.cell_type == "code" and not (_meta(c) and _is_hidden_test(_meta(c)))]
+    return Sanitized(clean, to_run, tampering)
+
+
+def _grade_id(cell):
+    meta = _meta(cell)
+    return meta["grade_id"] if meta else None
+
+
+def _name(cell, index):
+    return _grade_id(cell) or cell.get("id") or f"cell {index + 1}"
+
+
+def _copy(cell):
+    return nbformat.from_dict(json.loads(json.dumps(cell)))
+
+
+def _plain_copy(cell):
+    """A student's own cell: kept, but without any grading metadata."""
+    copy = _copy(cell)
+    copy.metadata.pop("nbgrader", None)
+    if copy.cell_type == "code":
+        copy.outputs, copy.execution_count = [], None
+    return copy
+
+
+def grade_cells(source):
+    """{grade id: points} of the autograded cells, in notebook order."""
+    return {m["grade_id"]: float(m.get("points", 0)) for c in source.cells
+            if (m := _meta(c)) and _is_hidden_test(m)}
+
+
+def manual_cells(source):
+    return {m["grade_id"]: float(m.get("points", 0)) for c in source.cells
+            if (m := _meta(c)) and m.get("grade") and m.get("solution")}
