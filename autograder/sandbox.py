@@ -341,7 +341,10 @@ class Sandbox:
         self._drop_channel()
         if self.process is None:
             return None
-        reply = self._control(("end",))
+        try:
+            reply = self._control(("end",))
+        except SandboxBroken:
+            return None  # the worker was killed (closed now; the next run starts a new one)
         if reply[0] != "ready":
             self.close()
             return None

@@ -1,0 +1,54 @@
+"""Build submissions for grading tests: the release, filled in, with edits and extra cells."""
+import shutil
+import subprocess
+
+import nbformat
+
+from autograder import ROOT
+from autograder.examples import EXAMPLES, filled_notebook
+from autograder.nbgrader_steps import release_path
+
+ASSIGNMENT = "causal_attention"
+
+
+def make_notebook(edits=None, after=None, untouched=False):
+    """A submission: `edits` as in examples.EXAMPLES, plus `after` = {grade id: extra code cell}."""
+    release = nbformat.read(release_path(ASSIGNMENT), as_version=4)
+    nb = release if untouched else filled_notebook(release, ASSIGNMENT, edits or {})
+    for grade_id, code in (after or {}).items():
+        index = next(i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
+        nb.cells.insert(index + 1, nbformat.v4.new_code_cell(code))
+    return nb
+
+
+def example(student):
+    edits = EXAMPLES[student]
+    return make_notebook(untouched=True) if edits is None else make_notebook(edits)
+
+
+def write(folder, student, nb):
+    path = folder / f"{student}.ipynb"
+    nbformat.write(nb, path)
+    return path
+
+
+def new_course(tmp_path):
+    course = tmp_path / "course"
+    course.mkdir()
+    shutil.copy(ROOT / "nbgrader_config.py", course)
+    for folder in ("source", "release"):
+        shutil.copytree(ROOT / folder, course / folder)
+    return course
+
+
+def sandbox_processes():
+    """Processes still running as one of the sandbox uids."""
+    from autograder.sandbox import SANDBOX_UID_BASE
+
+    out = subprocess.run(["ps", "-eo", "uid=,pid=,stat=,args="], capture_output=True, text=True).stdout
+    return [line for line in out.splitlines()  # zombies (Z) are already dead, waiting to be reaped
+            if SANDBOX_UID_BASE <= int(line.split()[0]) < SANDBOX_UID_BASE + 1000 and "Z" not in line.split()[2]]
+
+
+def scores(result):
+    return {t["name"]: t["score"] for t in result["tests"]}

@@ -1,0 +1,207 @@
+"""What student code can see and do inside the sandbox, probed directly."""
+import os
+import socket
+import threading
+import time
+
+import pytest
+import torch
+
+from autograder import ROOT
+from autograder.sandbox import Limits, Sandbox, SandboxStudent, isolation
+from autograder.student import StudentError
+
+from helpers import sandbox_processes
+
+pytestmark = pytest.mark.skipif(isolation()[0] != "bwrap" or os.geteuid() != 0,
+                                reason="needs bubblewrap and root (CI installs it): " + isolation()[1])
+
+SNOOP = f"""
+import os, socket, sys
+seen = "\\n".join([*(f"{{k}}={{v}}" for k, v in os.environ.items()), *sys.argv, os.getcwd(),
+                   socket.gethostname(), *os.listdir("/tmp")])
+paths = "\\n".join(sys.path)
+readable = []
+for path in [{str(ROOT)!r}, {str(ROOT / 'solutions')!r}, {str(ROOT / 'autograder' / 'checks')!r},
+             {str(ROOT / "source")!r}, "/work", "/home"]:
+    try:
+        readable.append(path + ":" + ",".join(os.listdir(path)))
+    except OSError:
+        pass
+written = []
+for path in [{str(ROOT / 'gradebook.db')!r}, "/usr/lib/evil.py", sys.prefix + "/lib/sitecustomize.py"]:
+    try:
+        open(path, "a").write("x")
+        written.append(path)
+    except OSError:
+        pass
+"""
+
+
+@pytest.fixture(scope="module")
+def sandbox():
+    box = Sandbox(0, Limits(timeout=15, memory_bytes=1 * 2**30))
+    box.start()
+    yield box
+    box.cleanup()
+
+
+def run(sandbox, *cells):
+    reply = sandbox.run([(f"cell{i}", code) for i, code in enumerate(cells)], seed=0)
+    return reply, SandboxStudent(sandbox)
+
+
+def test_nothing_tells_the_code_it_is_graded_and_course_files_are_invisible(sandbox):
+    reply, student = run(sandbox, SNOOP)
+    assert reply[0] == "ran" and not reply[1][0]["error"], reply
+    seen = student.value("seen").lower()
+    for marker in ("grad", "pytest", "nbgrader", "course", "check", "solution", str(ROOT).lower()):
+        assert marker not in seen, marker
+    assert str(ROOT) not in student.value("paths")
+    assert student.value("readable") == []
+    assert student.value("written") == []
+    sandbox.finish()
+
+
+def test_no_network_even_to_the_hosts_loopback(sandbox):
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+    server.settimeout(2)
+    accepted = []
+    listener = threading.Thread(target=lambda: accepted.append(_accept(server)), daemon=True)
+    listener.start()
+    code = (f"import socket\nresult = 'closed'\ntry:\n    socket.create_connection(('127.0.0.1', {port}), timeout=2)\n"
+            "    result = 'open'\nexcept OSError as e:\n    result = type(e).__name__\n"
+            "try:\n    socket.create_connection(('1.1.1.1', 80), timeout=2)\n    result += ' internet'\n"
+            "except OSError:\n    pass\n")
+    reply, student = run(sandbox, code)
+    assert student.value("result") in ("ConnectionRefusedError", "OSError", "TimeoutError")
+    sandbox.finish()
+    listener.join(5)
+    assert accepted == [None]  # nobody ever connected
+    server.close()
+
+
+def _accept(server):
+    try:
+        return server.accept()
+    except OSError:
+        return None
+
+
+def test_files_and_processes_left_behind_do_not_reach_the_next_submission(sandbox):
+    plant = """
+import os, subprocess, sys, site
+home = os.path.expanduser("~")
+startup = os.path.join(home, ".ipython", "profile_default", "startup")
+os.makedirs(startup, exist_ok=True)
+open(os.path.join(startup, "00-evil.py"), "w").write("import torch; torch.softmax = None")
+for folder in ["/tmp", home, os.getcwd(), *sys.path]:
+    try:
+        open(os.path.join(folder or ".", "sitecustomize.py"), "w").write("import torch; torch.softmax = None")
+    except OSError:
+        pass
+subprocess.Popen(["sleep", "300"], start_new_session=True)
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        import time
+        while True:
+            time.sleep(0.01)
+    os._exit(0)
+"""
+    reply, _ = run(sandbox, plant)
+    assert not reply[1][0]["error"], reply
+    sandbox.finish()
+    reply, student = run(sandbox, "import os, torch\nhome = sorted(os.listdir(os.path.expanduser('~')))\n"
+                                  "tmp = sorted(os.listdir('/tmp'))\n"
+                                  "pids = sorted(int(p) for p in os.listdir('/proc') if p.isdigit())\n"
+                                  "ok = torch.softmax(torch.zeros(2), dim=0).tolist()")
+    assert student.value("home") == []
+    assert student.value("tmp") == ["home", "output.txt", "work"]
+    assert len(student.value("pids")) == 3  # bubblewrap's init, the warm worker, this submission
+    assert student.value("ok") == [0.5, 0.5]
+    sandbox.finish()
+    assert len(sandbox_processes()) == 3  # the sandbox itself, nothing a submission started
+
+
+def test_limits_stop_memory_bombs_fork_bombs_and_floods_of_output(sandbox):
+    started = time.perf_counter()
+    reply, student = run(
+        sandbox,
+        "x = bytearray(8 * 2**30)",
+        "import torch\ny = torch.empty(2**34)",
+        "import os\nn = 0\ntry:\n    while True:\n        if os.fork() == 0:\n            import time\n"
+        "            time.sleep(300)\n        n += 1\nexcept OSError:\n    pass",
+        "for _ in range(200):\n    print('x' * 2**20)",
+        "survived = True",
+    )
+    errors = [entry["error"] or "" for entry in reply[1]]
+    assert "MemoryError" in errors[0]
+    assert "RuntimeError" in errors[1] or "MemoryError" in errors[1]
+    assert 0 < student.value("n") < 64
+    assert "OSError" in errors[3] or "File too large" in errors[3]
+    assert student.value("survived") is True
+    sandbox.finish()
+    assert len(sandbox_processes()) == 3
+    assert time.perf_counter() - started < 15
+
+
+def test_an_endless_loop_is_stopped_and_the_sandbox_is_reused(sandbox):
+    box = Sandbox(1, Limits(timeout=2))
+    try:
+        reply, student = run(box, "def f(x):\n    while True:\n        pass", "g = 1")
+        assert reply[0] == "ran"
+        started = time.perf_counter()
+        with pytest.raises(StudentError, match="time limit"):
+            student.call("f", torch.zeros(1))
+        assert time.perf_counter() - started < 4
+        box.finish()
+        reply, student = run(box, "while True:\n    pass", "after = 1")
+        assert reply[0] == "timeout"  # the loop used the whole budget
+        box.finish()
+        reply, student = run(box, "v = 7")
+        assert student.value("v") == 7
+        box.finish()
+    finally:
+        box.cleanup()
+
+
+@pytest.mark.parametrize("ending", ["os._exit(0)", "sys.exit(0)", "raise KeyboardInterrupt",
+                                    "raise SystemExit(3)", "os.kill(os.getppid(), 9)"])
+def test_exits_and_interrupts_in_forward_only_end_that_submission(sandbox, ending):
+    code = f"import os, sys\ndef f(x):\n    {ending}\n"
+    reply, student = run(sandbox, code)
+    try:
+        answer = student.call("f", torch.zeros(1))
+    except StudentError:
+        answer = None
+    assert answer is None  # nothing a check could take for a right answer
+    sandbox.finish()
+    sandbox.ensure_started()  # restarted if the worker itself was killed
+    reply, student = run(sandbox, "w = 2")
+    assert student.value("w") == 2
+    sandbox.finish()
+    assert len(sandbox_processes()) == 3
+
+
+def test_answers_that_are_not_plain_data_never_reach_the_grader(sandbox):
+    code = """
+import torch
+class Liar(torch.Tensor):
+    def __eq__(self, other):
+        return True
+class AlwaysEqual:
+    def __eq__(self, other):
+        return True
+def subclass(x):
+    return x.as_subclass(Liar)
+def odd(x):
+    return AlwaysEqual()
+"""
+    reply, student = run(sandbox, code)
+    value = student.call("subclass", torch.ones(2))
+    assert type(value) is torch.Tensor
+    with pytest.raises(StudentError, match="not a tensor"):
+        student.call("odd", torch.ones(2))
+    sandbox.finish()
