@@ -1,0 +1,231 @@
+"""`autograder grade` end to end: hostile submissions, bad files, resuming, outputs."""
+import csv
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import nbformat
+import pytest
+
+from autograder import ROOT
+from autograder.batch import grade_batch
+from autograder.examples import EXAMPLES
+from autograder.sandbox import isolation
+
+from helpers import example, make_notebook, new_course, sandbox_processes, scores, write
+
+pytestmark = pytest.mark.skipif(isolation()[0] != "bwrap" or os.geteuid() != 0,
+                                reason="needs bubblewrap and root (CI installs it): " + isolation()[1])
+
+WRONG = EXAMPLES["ben"]  # softmax over dim=1 in Ex3, sqrt(d_out) in Ex6: 17.62 of 26
+SEED = 1234
+
+
+def ben_plus(after=None, edits=None):
+    """ben's wrong answers plus an attack."""
+    return make_notebook({**WRONG, **(edits or {})}, after=after)
+
+
+STEAL = f"""
+import glob, os
+for pattern in [{str(ROOT)!r} + "/solutions/*.py", "/work/*/solutions/*.py", "../../solutions/*.py",
+                "/**/solutions/causal_attention.py"]:
+    for path in glob.glob(pattern, recursive=True):
+        exec(open(path).read())
+"""
+TAMPER_OUTPUTS = f"""
+import glob, json, sqlite3
+for path in glob.glob({str(ROOT)!r} + "/**/*.json", recursive=True) + glob.glob("/**/graded/**/*.json", recursive=True):
+    try:
+        open(path, "w").write(json.dumps({{"score": 30}}))
+    except OSError:
+        pass
+for path in glob.glob("/**/gradebook.db", recursive=True):
+    try:
+        sqlite3.connect(path).execute("update grade set auto_score = 30")
+    except Exception:
+        pass
+"""
+SCRAPE = """
+import sys, torch
+_forward = CausalAttention.forward
+def forward(self, x):
+    frame = sys._getframe(1)
+    while frame is not None:
+        for value in frame.f_locals.values():
+            if isinstance(value, torch.Tensor) and value.shape[:-1] == x.shape[:-1] and value.shape[-1] == self.d_out:
+                return value
+        frame = frame.f_back
+    return _forward(self, x)
+CausalAttention.forward = forward
+"""
+ATTACKS = {
+    "patch_allclose": {"ex1_answer": "import torch\ntorch.allclose = lambda *a, **k: True\n"
+                                     "torch.testing.assert_close = lambda *a, **k: None\ntorch.equal = lambda *a, **k: True"},
+    "subclass_eq": {"ex3_answer": "class Liar(torch.Tensor):\n    def __eq__(self, other):\n        return True\n"
+                                  "_f = CausalAttention.forward\n"
+                                  "CausalAttention.forward = lambda self, x: _f(self, x).as_subclass(Liar)"},
+    "always_equal": {"ex2_answer": "class Same:\n    def __eq__(self, other):\n        return True\n"
+                                   "mask_before_softmax = lambda *a, **k: Same()"},
+    "os_exit": {"ex3_answer": "import os\nCausalAttention.forward = lambda self, x: os._exit(0)"},
+    "sys_exit": {"ex3_answer": "import sys\nCausalAttention.forward = lambda self, x: sys.exit(0)"},
+    "keyboard_interrupt": {"ex3_answer": "def _stop(self, x):\n    raise KeyboardInterrupt\nCausalAttention.forward = _stop"},
+    "system_exit": {"ex3_answer": "def _stop(self, x):\n    raise SystemExit(1)\nCausalAttention.forward = _stop"},
+    "input_transformer": {"ex1_answer": "get_ipython().input_transformers_cleanup.append(lambda lines: ['pass\\n'])"},
+    "steal_solutions": {"ex8_data_answer": STEAL},
+    "write_outputs": {"ex1_answer": TAMPER_OUTPUTS},
+    "startup_files": {"ex1_answer": "import os\np = os.path.expanduser('~/.ipython/profile_default/startup')\n"
+                                    "os.makedirs(p, exist_ok=True)\nopen(p + '/0.py', 'w').write('import torch\\ntorch.softmax = None')\n"
+                                    "open('sitecustomize.py', 'w').write('import torch\\ntorch.softmax = None')"},
+    "env_detect": {"ex1_answer": "import os\nif any('grad' in k.lower() for k in os.environ):\n    exec(open('/work/main/solutions/causal_attention.py').read())"},
+    "frame_scrape": {"ex3_answer": SCRAPE},
+    "endless_loop": {"ex6_answer": "_g = MultiHeadAttentionOneModule.forward\n"
+                                   "def _slow(self, x):\n    while True:\n        pass\n"
+                                   "MultiHeadAttentionOneModule.forward = _slow"},
+    "memory_bomb": {"ex1_answer": "hog = []\ntry:\n    while True:\n        hog.append(bytearray(2**28))\nexcept MemoryError:\n    pass"},
+    "fork_bomb": {"ex2_answer": "import os\ntry:\n    while True:\n        os.fork()\nexcept OSError:\n    pass"},
+    "flood_output": {"ex1_answer": "for _ in range(200):\n    print('x' * 2**20)"},
+    "network": {"ex1_answer": "import socket\ntry:\n    socket.create_connection(('1.1.1.1', 80), timeout=2)\nexcept OSError:\n    pass"},
+    "background_process": {"ex1_answer": "import subprocess\nsubprocess.Popen(['sleep', '600'], start_new_session=True)"},
+}
+
+
+def tree_digest(*folders):
+    digest = hashlib.sha256()
+    for folder in folders:
+        for path in sorted(p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+            digest.update(str(path).encode() + path.read_bytes())
+    return digest.hexdigest()
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("hostile")
+    course = new_course(tmp)
+    inbox = tmp / "inbox"
+    inbox.mkdir()
+    for name, cells in ATTACKS.items():
+        write(inbox, name, ben_plus(after=cells))
+    write(inbox, "ben", example("ben"))
+    write(inbox, "zz_ada", example("ada"))  # graded after the attacks on the same workers
+    write(inbox, "zz_dee", example("dee"))
+    guarded = [ROOT / "solutions", ROOT / "autograder", ROOT / "source", ROOT / "release", course / "source"]
+    before = tree_digest(*guarded)
+    report = grade_batch("causal_attention", [inbox], course, jobs=2, seed=SEED,
+                         limits={"timeout": 20, "memory_bytes": 2 * 2**30})
+    return {"report": report, "course": course, "before": before, "after": tree_digest(*guarded),
+            "results": {r["extra_data"]["student_id"]: r for r in report.results}}
+
+
+@pytest.mark.parametrize("attack", sorted(ATTACKS))
+def test_an_attack_gains_nothing(hostile, attack):
+    results = hostile["results"]
+    assert results[attack]["extra_data"]["status"] == "graded"
+    assert results[attack]["score"] <= results["ben"]["score"], results[attack]["output"]
+
+
+def test_attacks_harm_no_one_else(hostile):
+    results = hostile["results"]
+    assert results["ben"]["score"] == 17.62
+    assert results["zz_ada"]["score"] == 26 and results["zz_dee"]["score"] == 0
+    assert hostile["before"] == hostile["after"]  # course files, checks and solutions untouched
+    out = hostile["report"].out_dir
+    for student, result in results.items():  # every results file is the grader's own
+        assert json.loads((out / f"{student}.json").read_text()) == result
+    assert not sandbox_processes()
+
+
+def test_attacks_are_explained_to_the_student(hostile):
+    results = hostile["results"]
+    assert "time limit" in results["endless_loop"]["output"] + json.dumps(results["endless_loop"]["tests"])
+    assert "ended or crashed" in json.dumps(results["os_exit"]["tests"]) + results["os_exit"]["output"]
+
+
+# -- bad files ------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def bad_batch(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("bad")
+    course = new_course(tmp)
+    inbox = tmp / "inbox"
+    inbox.mkdir()
+    (inbox / "empty.ipynb").write_text("")
+    (inbox / "garbage.ipynb").write_text("{not json")
+    (inbox / "list.ipynb").write_text("[1, 2, 3]")
+    (inbox / "old.ipynb").write_text(json.dumps({"nbformat": 3, "nbformat_minor": 0, "worksheets": [], "metadata": {}}))
+    (inbox / "huge.ipynb").write_text(json.dumps({"nbformat": 4, "padding": "x" * (21 * 2**20)}))
+    broken = example("ada")
+    broken.cells[3]["cell_type"] = "banana"
+    (inbox / "schema.ipynb").write_text(json.dumps(broken))
+    tampered = example("ada")
+    for cell in tampered.cells:
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if grade_id == "check-03":
+            cell.source = "pass  # I removed the visible test"
+        if grade_id == "ex3":
+            cell.metadata.nbgrader.points = 50
+    tampered.cells = [c for c in tampered.cells if c.metadata.get("nbgrader", {}).get("grade_id") != "ex5_answer"]
+    write(inbox, "tampered", tampered)
+    write(inbox, "ada", example("ada"))
+    report = grade_batch("causal_attention", [inbox], course, jobs=2, seed=SEED)
+    return {r["extra_data"]["student_id"]: r for r in report.results}
+
+
+@pytest.mark.parametrize("student, words", [
+    ("empty", "empty"), ("garbage", "not valid JSON"), ("list", "not a Jupyter notebook"),
+    ("old", "format version 3"), ("huge", "limit"), ("schema", "damaged"),
+])
+def test_a_bad_file_gets_zero_and_a_clear_message(bad_batch, student, words):
+    result = bad_batch[student]
+    assert result["extra_data"]["status"] == "invalid"
+    assert result["score"] == 0 and words in result["output"]
+
+
+def test_tampering_is_restored_and_recorded(bad_batch):
+    result = bad_batch["tampered"]
+    notes = " ".join(result["extra_data"]["notes"])
+    assert "check-03 was edited" in notes and "metadata of cell ex3" in notes and "ex5_answer was deleted" in notes
+    assert result["max_score"] == 26
+    assert scores(result)["ex3"] == 5 and scores(result)["ex5"] == 0  # the deleted answer counts as missing
+    assert bad_batch["ada"]["score"] == 26
+
+
+# -- outputs, resuming ------------------------------------------------------------------------
+def test_kill_9_mid_batch_then_rerun_grades_everything_exactly_once(tmp_path):
+    course = new_course(tmp_path)
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    kinds = ["ada", "ben", "cy", "dee"]
+    expected = {"ada": 26, "ben": 17.62, "cy": 16.01, "dee": 0}
+    notebooks = {kind: example(kind) for kind in kinds}
+    for index in range(100):
+        write(inbox, f"s{index:03d}_{kinds[index % 4]}", notebooks[kinds[index % 4]])
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "autograder.cli", "grade", "causal_attention", str(inbox),
+               "--course", str(course), "--out", str(out), "--jobs", "2", "--seed", str(SEED)]
+    first = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and len(list(out.glob("s*.json"))) < 30:
+        time.sleep(0.1)
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    time.sleep(1)
+    assert not sandbox_processes()  # workers and sandboxes died with the grader
+    done_before = {p.name: p.read_bytes() for p in out.glob("s*.json")}
+    assert 30 <= len(done_before) < 100
+    second = subprocess.run(command, capture_output=True, text=True)
+    assert second.returncode == 0, second.stdout[-2000:]
+    assert f"graded {100 - len(done_before)}," in second.stdout.replace("\n", " ")
+    for name, content in done_before.items():
+        assert (out / name).read_bytes() == content  # not graded a second time
+    rows = list(csv.DictReader(open(out / "grades.csv")))
+    assert len(rows) == 100
+    for row in rows:
+        assert float(row["total"]) == expected[row["student_id"].split("_")[1]], row
+    exported = subprocess.run([sys.executable, "-m", "nbgrader", "export"], cwd=course, capture_output=True, text=True)
+    assert exported.returncode == 0, exported.stderr[-2000:]
+    grades = {r["student_id"]: float(r["raw_score"]) for r in csv.DictReader(open(course / "grades.csv"))}
+    assert len(grades) == 100 and grades["s000_ada"] == 26 and grades["s001_ben"] == 17.62
