@@ -1,5 +1,6 @@
 """`autograder` command line: build, release, validate, grade, demo."""
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -50,31 +51,37 @@ def cmd_validate(args):
 
 
 def cmd_demo(args):
-    """Build the release, autograde the example submissions with nbgrader, print grades."""
+    """Build and release, then grade the example submissions with `autograder grade`."""
+    from .batch import grade_batch
     from .build import write_source
     from .examples import write_examples
-    from .nbgrader_steps import autograde, generate_assignment, gradebook_scores
+    from .nbgrader_steps import generate_assignment
+    from .sandbox import isolation_warning
 
     course = Path(args.course).resolve()
     assignment = "causal_attention"
     started = time.perf_counter()
     if course == ROOT:
         write_source(assignment)
+        console.print("Releasing with nbgrader generate_assignment ...")
         release = generate_assignment(assignment, course)
     else:
         release = ROOT / "release" / assignment / f"{assignment}.ipynb"
     students = write_examples(assignment, release, course / "submitted")
-    console.print(f"Autograding {len(students)} example submissions with nbgrader ...")
-    autograde(assignment, course)
-    print_grades(gradebook_scores(assignment, course))
-    console.print(f"Done in {time.perf_counter() - started:.1f} s (course folder: {course})")
+    warning = isolation_warning()
+    if warning:
+        console.print(f"[bold red]{warning}[/bold red]")
+    console.print(f"Grading {len(students)} example submissions in sandboxes ...")
+    report = grade_batch(assignment, [course / "submitted"], course, force=True,
+                         jobs=os.cpu_count() or 1)
+    print_results(report.results)
+    console.print(f"Done in {time.perf_counter() - started:.1f} s. Results: {report.out_dir};"
+                  f" gradebook: {course / 'gradebook.db'} (try `nbgrader export`).")
     return 0
 
 
 def cmd_grade(args):
     """Grade submissions in sandboxes; results, grades.csv and the gradebook."""
-    import os
-
     from .batch import grade_batch
     from .sandbox import isolation_warning
 
@@ -152,7 +159,7 @@ def main(argv=None):
     p.add_argument("assignment", choices=ASSIGNMENTS)
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=cmd_validate)
-    p = sub.add_parser("demo", help="release, autograde the example submissions, print grades")
+    p = sub.add_parser("demo", help="release, grade the example submissions in sandboxes, print grades")
     p.add_argument("--course", default=str(ROOT), help="course directory (default: this repository)")
     p.set_defaults(func=cmd_demo)
     p = sub.add_parser("grade", help="grade submitted notebooks in sandboxes (trusted, parallel)")

@@ -85,6 +85,7 @@ def grade_job(submission):
         clean = sanitize(notebook, _state["source"], _state["release"])
     except InvalidNotebook as error:
         return invalid_result(spec, base, str(error), started)
+    base["timings"] = {"read_and_sanitize": round(time.perf_counter() - started, 4)}
     result = grade_clean(spec, clean, base, started)
     if spec.autograded_dir:
         write_autograded(spec, submission.student_id, clean.notebook, result)
@@ -98,20 +99,27 @@ def grade_clean(spec, clean, base, started):
     sandbox = _state["sandbox"]
     points = grade_cells(_state["source"])
     notes, cell_errors = list(clean.tampering), []
+    timings, clock = base["timings"], time.perf_counter()
     try:
         first = sandbox.run(clean.cells, seed=spec.seed)
     except SandboxBroken as error:
         first = ("broken", str(error))
+    timings["run_cells"] = round(time.perf_counter() - clock, 4)
     student = SandboxStudent(sandbox)
     if first[0] == "ran":
         cell_errors = [entry for entry in first[1] if entry.get("error")]
+        timings["cells_own_time"] = round(sum(float(e.get("seconds", 0)) for e in first[1]), 4)
     else:
         student.lose(first[0], first[1] if len(first) > 1 else None)
         notes.append("the notebook did not finish running: " + student.lost)
+    clock = time.perf_counter()
     try:
         checks = run_checks(spec.assignment, student, seed=spec.seed)
     finally:
+        timings["checks"] = round(time.perf_counter() - clock, 4)
+        clock = time.perf_counter()
         ending = sandbox.finish() if sandbox.process else None
+        timings["finish"] = round(time.perf_counter() - clock, 4)
     if student.lost_kind == "died" and ending:
         notes.append(f"how your code's process ended: {ending}")
     elif student.lost and student.lost not in " ".join(notes):

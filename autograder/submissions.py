@@ -42,6 +42,8 @@ def discover(paths, assignment):
         path = Path(raw)
         if path.is_file():
             found.append(Submission(_student_id(path, assignment), path))
+        elif path.is_dir() and (path / assignment).is_dir():  # one student's folder in submitted/
+            found += [Submission(path.name, p) for p in sorted((path / assignment).glob("*.ipynb"))]
         elif path.is_dir():
             tree = sorted(path.glob(f"*/{assignment}/*.ipynb"))
             files = tree or sorted(p for p in path.glob("*.ipynb") if not p.name.startswith("."))

@@ -16,7 +16,7 @@ from autograder.batch import grade_batch
 from autograder.examples import EXAMPLES
 from autograder.sandbox import isolation
 
-from helpers import example, make_notebook, new_course, sandbox_processes, scores, write
+from helpers import example, make_notebook, new_course, scores, settled_sandbox_processes, write
 
 pytestmark = pytest.mark.skipif(isolation()[0] != "bwrap" or os.geteuid() != 0,
                                 reason="needs bubblewrap and root (CI installs it): " + isolation()[1])
@@ -136,7 +136,7 @@ def test_attacks_harm_no_one_else(hostile):
     out = hostile["report"].out_dir
     for student, result in results.items():  # every results file is the grader's own
         assert json.loads((out / f"{student}.json").read_text()) == result
-    assert not sandbox_processes()
+    assert not settled_sandbox_processes(0)
 
 
 def test_attacks_are_explained_to_the_student(hostile):
@@ -213,7 +213,7 @@ def test_kill_9_mid_batch_then_rerun_grades_everything_exactly_once(tmp_path):
     first.send_signal(signal.SIGKILL)
     first.wait()
     time.sleep(1)
-    assert not sandbox_processes()  # workers and sandboxes died with the grader
+    assert not settled_sandbox_processes(0)  # workers and sandboxes died with the grader
     done_before = {p.name: p.read_bytes() for p in out.glob("s*.json")}
     assert 30 <= len(done_before) < 100
     second = subprocess.run(command, capture_output=True, text=True)

@@ -6,7 +6,10 @@ import pytest
 from nbclient import NotebookClient
 
 from autograder.examples import filled_notebook, write_examples
+from autograder.batch import grade_batch
 from autograder.nbgrader_steps import autograde, generate_assignment, gradebook_scores, release_path
+
+from helpers import make_notebook, scores
 
 ASSIGNMENT = "causal_attention"
 AUTOGRADED_POINTS = 26  # Exercises 1-8; the concept questions are graded by hand
@@ -49,6 +52,17 @@ def graded(course_copy):
                 "        warnings.warn('debugging forward')\n        print('shape', x.shape, file=sys.stderr)\n")
             assert "debugging forward" in cell.source
     nbformat.write(nb, noisy)
+    # A notebook that crashes half-way, and one with every answer cell left empty.
+    crashing = make_notebook({"ex5_answer": [(
+        "class MultiHeadAttention", "raise RuntimeError('my notebook stops here')\nclass MultiHeadAttention")]})
+    empty = make_notebook()
+    for cell in empty.cells:
+        if cell.metadata.get("nbgrader", {}).get("solution"):
+            cell.source = ""
+    for student, notebook in (("fay", crashing), ("gus", empty)):
+        path = submitted / student / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
+        path.parent.mkdir(parents=True)
+        nbformat.write(notebook, path)
     autograde(ASSIGNMENT, course_copy)
     return gradebook_scores(ASSIGNMENT, course_copy)
 
@@ -78,3 +92,26 @@ def test_partial_credit_reaches_the_gradebook(graded):
     # cy: Ex1 not renormalised, no .contiguous() in Ex6 (which Ex7 and Ex8a build on)
     assert graded["cy"]["ex1"] == 0 and graded["cy"]["ex3"] == 5
     assert graded["cy"]["ex6"] < 5 and graded["cy"]["ex7"] == 0
+
+
+def test_a_crash_or_empty_answers_lose_only_what_they_should(graded):
+    # fay's Ex5 answer raises before defining its class: only Ex5 is lost, later cells still run
+    assert graded["fay"]["ex5"] == 0 and graded["fay"]["ex3"] == 5 and graded["fay"]["ex6"] == 5
+    assert autograded_total(graded["gus"]) == 0
+
+
+@pytest.fixture(scope="module")
+def sandboxed(graded, course_copy):
+    """The same submissions graded by `autograder grade` (after nbgrader, in its own folder)."""
+    report = grade_batch(ASSIGNMENT, [course_copy / "submitted"], course_copy, out_dir=course_copy / "ours", jobs=2)
+    return {r["extra_data"]["student_id"]: r for r in report.results}
+
+
+def test_sandboxed_grading_agrees_with_nbgrader_on_honest_submissions(graded, sandboxed):
+    assert sorted(graded) == sorted(sandboxed) == ["ada", "ben", "cy", "dee", "eve", "fay", "gus"]
+    for student, row in graded.items():
+        ours = scores(sandboxed[student])
+        for cell, score in row.items():
+            if cell.startswith("ex"):
+                assert ours[cell] == pytest.approx(score), (student, cell)
+    assert sandboxed["fay"]["extra_data"]["cell_errors"][0]["error"].endswith("RuntimeError: my notebook stops here\n")

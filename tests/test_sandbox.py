@@ -11,7 +11,7 @@ from autograder import ROOT
 from autograder.sandbox import Limits, Sandbox, SandboxStudent, isolation
 from autograder.student import StudentError
 
-from helpers import sandbox_processes
+from helpers import settled_sandbox_processes
 
 pytestmark = pytest.mark.skipif(isolation()[0] != "bwrap" or os.geteuid() != 0,
                                 reason="needs bubblewrap and root (CI installs it): " + isolation()[1])
@@ -122,7 +122,7 @@ if os.fork() == 0:
     assert len(student.value("pids")) == 3  # bubblewrap's init, the warm worker, this submission
     assert student.value("ok") == [0.5, 0.5]
     sandbox.finish()
-    assert len(sandbox_processes()) == 3  # the sandbox itself, nothing a submission started
+    assert len(settled_sandbox_processes(3)) == 3  # the sandbox itself, nothing a submission started
 
 
 def test_limits_stop_memory_bombs_fork_bombs_and_floods_of_output(sandbox):
@@ -143,7 +143,7 @@ def test_limits_stop_memory_bombs_fork_bombs_and_floods_of_output(sandbox):
     assert "OSError" in errors[3] or "File too large" in errors[3]
     assert student.value("survived") is True
     sandbox.finish()
-    assert len(sandbox_processes()) == 3
+    assert len(settled_sandbox_processes(3)) == 3
     assert time.perf_counter() - started < 15
 
 
@@ -182,7 +182,7 @@ def test_exits_and_interrupts_in_forward_only_end_that_submission(sandbox, endin
     reply, student = run(sandbox, "w = 2")
     assert student.value("w") == 2
     sandbox.finish()
-    assert len(sandbox_processes()) == 3
+    assert len(settled_sandbox_processes(3)) == 3
 
 
 def test_answers_that_are_not_plain_data_never_reach_the_grader(sandbox):
