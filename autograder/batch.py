@@ -4,9 +4,9 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .outputs import (all_results, already_graded, batch_seed, sync_gradebook, write_grades_csv,
+from .outputs import (GradebookWriter, all_results, already_graded, batch_seed, write_grades_csv,
                       write_result)
-from .submissions import discover, sha256
+from .submissions import discover, grade_cells, sha256
 
 
 @dataclass
@@ -16,6 +16,7 @@ class BatchReport:
     results: list = field(default_factory=list)  # every result in the output folder
     seconds: float = 0.0
     out_dir: Path = None
+    phases: dict = field(default_factory=dict)  # wall seconds per step, for benchmarks
 
     @property
     def failed(self):
@@ -38,21 +39,44 @@ def grade_batch(assignment, paths, course, out_dir=None, jobs=2, limits=None, fo
                      autograded_dir=str(course / "autograded"))
     report = BatchReport(skipped=len(submissions) - len(todo), out_dir=out_dir)
     scheduler = scheduler or LocalScheduler(jobs)
+    clock = _Clock(report.phases)
+    gradebook = GradebookWriter(course, assignment)
     for result in scheduler.grade(spec, todo):
+        if not report.graded:
+            clock("until the first result")
         if result["extra_data"]["status"] != "error":  # a grader fault is retried next run
             write_result(out_dir, result)
+            gradebook.add(result)
         report.graded.append(result)
         if on_result:
             on_result(result)
+        clock("grading the rest")
+    clock("stopping the workers")
     report.results = all_results(out_dir)
-    from .submissions import grade_cells
-    import nbformat
-
-    source = nbformat.read(course / "source" / assignment / f"{assignment}.ipynb", as_version=4)
-    write_grades_csv(out_dir, report.results, list(grade_cells(source)))
-    sync_gradebook(course, assignment, report.results)
+    write_grades_csv(out_dir, report.results, list(grade_cells(read_source(course, assignment))))
+    clock("grades.csv")
+    gradebook.finish(report.results)
+    clock("gradebook")
     report.seconds = time.perf_counter() - started
     return report
+
+
+def read_source(course, assignment):
+    import nbformat
+
+    return nbformat.read(Path(course) / "source" / assignment / f"{assignment}.ipynb", as_version=4)
+
+
+class _Clock:
+    """Adds the wall time since its last call to `phases[name]`."""
+
+    def __init__(self, phases):
+        self.phases, self.last = phases, time.perf_counter()
+
+    def __call__(self, name):
+        now = time.perf_counter()
+        self.phases[name] = self.phases.get(name, 0.0) + now - self.last
+        self.last = now
 
 
 def _is_done(out_dir, submission):

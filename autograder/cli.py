@@ -102,11 +102,17 @@ def cmd_grade(args):
                              jobs=args.jobs or os.cpu_count() or 1, limits=limits, force=args.force,
                              seed=args.seed, on_result=advance)
     print_results(report.results)
+    for result in report.graded:
+        if result["extra_data"]["status"] == "error":
+            console.print(f"[red]{result['extra_data']['student_id']} not graded[/red] (will be retried): "
+                          + "; ".join(result["extra_data"]["notes"]))
     graded = [r for r in report.graded if r["extra_data"]["status"] == "graded"]
     failed = len(report.graded) - len(graded)
     mean = sum(r["score"] for r in report.results) / len(report.results) if report.results else 0.0
     console.print(f"graded {len(graded)}, failed {failed}, skipped {report.skipped} (already graded), "
                   f"mean score {mean:.2f}, wall time {report.seconds:.1f} s; results in {report.out_dir}")
+    if args.verbose:
+        console.print("time spent: " + ", ".join(f"{name} {seconds:.1f} s" for name, seconds in report.phases.items()))
     return 1 if any(r["extra_data"]["status"] == "error" for r in report.graded) else 0
 
 
@@ -173,6 +179,7 @@ def main(argv=None):
     p.add_argument("--force", action="store_true", help="grade again what is already graded")
     p.add_argument("--seed", type=int, help="input seed (default: random, kept for the batch)")
     p.add_argument("--course", default=str(ROOT), help="course directory (default: this repository)")
+    p.add_argument("--verbose", action="store_true", help="also print where the time went")
     p.set_defaults(func=cmd_grade)
     args = parser.parse_args(argv)
     try:

@@ -34,29 +34,50 @@ _state = {}
 
 
 def worker_setup(spec, slots=None):
-    """Per worker process: warm the checks and start a sandbox (called once)."""
+    """Per worker process: start a sandbox and, while it warms up, the checks (called once).
+
+    A failure here is kept and reported on every submission of this worker, in words.
+    """
+    import atexit
+
+    _die_with_parent()
+    _state.update(spec=spec)
+    try:
+        _setup(spec, slots.get() if slots is not None else 0)
+    except Exception as error:
+        _state["setup_error"] = f"{type(error).__name__}: {error}"
+    atexit.register(worker_teardown)
+
+
+def _setup(spec, slot):
+    from .sandbox import Limits, Sandbox
+
+    sandbox = _state["sandbox"] = Sandbox(slot, Limits(**spec.limits))
+    sandbox.launch()  # first: it imports torch while we do the same below
     import torch
 
     from . import reference
-    from .sandbox import Limits, Sandbox
+    from .runner import run_checks
+    from .student import NamespaceStudent
 
-    _die_with_parent()
     torch.set_num_threads(1)
-    slot = slots.get() if slots is not None else 0
     course = Path(spec.course)
-    source = nbformat.read(course / "source" / spec.assignment / f"{spec.assignment}.ipynb", as_version=4)
-    release = nbformat.read(course / "release" / spec.assignment / f"{spec.assignment}.ipynb", as_version=4)
+    _state["source"] = nbformat.read(course / "source" / spec.assignment / f"{spec.assignment}.ipynb", as_version=4)
+    _state["release"] = nbformat.read(course / "release" / spec.assignment / f"{spec.assignment}.ipynb", as_version=4)
+    # Warm the checks (imports, first torch calls: about a second, paid once per worker)
+    # on the reference solutions while the sandbox imports torch.
     with contextlib.redirect_stdout(io.StringIO()):
-        reference.load(spec.assignment)
-    sandbox = Sandbox(slot, Limits(**spec.limits))
-    sandbox.start()
-    _state.update(spec=spec, source=source, release=release, sandbox=sandbox)
+        solved = reference.solved_namespace(spec.assignment)
+    run_checks(spec.assignment, NamespaceStudent(solved), seed=spec.seed)
+    sandbox.await_hello()
 
 
 def worker_teardown():
     sandbox = _state.pop("sandbox", None)
     if sandbox:
-        sandbox.cleanup()
+        sandbox.cleanup(graceful=False)
+    # Skip the interpreter's slow tear-down of torch and friends: results were sent.
+    os._exit(0)
 
 
 def _die_with_parent():
@@ -73,6 +94,8 @@ def _die_with_parent():
 def grade_job(submission):
     """Grade one Submission on this worker; never raises for a student's fault."""
     spec, started = _state["spec"], time.perf_counter()
+    if "setup_error" in _state:
+        raise RuntimeError(f"this grading worker could not start: {_state['setup_error']}")
     base = {"student_id": submission.student_id, "path": str(submission.path)}
     try:
         base["notebook_sha256"] = sha256(submission.path)

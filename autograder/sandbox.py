@@ -9,6 +9,7 @@ bubblewrap it is a plain subprocess with limits, and `isolation()` says so.
 `SandboxStudent` implements the probe API of `student.NamespaceStudent` by
 sending each call to the sandbox and reading the answer back as plain data.
 """
+import hashlib
 import os
 import select
 import shutil
@@ -21,7 +22,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from . import wire
-from .student import StudentError
 
 AGENT_FILES = ("agent.py", "student.py", "wire.py")
 SANDBOX_UID_BASE = 61000  # one unprivileged uid per worker slot when the grader is root
@@ -78,15 +78,45 @@ def isolation_warning():
 
 # -- building the command ---------------------------------------------------------
 def _agent_dir():
-    """A world-readable copy of the sandbox's own code: no checks, no solutions."""
-    folder = Path(tempfile.mkdtemp(prefix="autograder-agent-"))
-    package = folder / "autograder"
-    package.mkdir()
-    (package / "__init__.py").write_text("")
+    """A world-readable copy of the sandbox's own code: no checks, no solutions.
+
+    Named after a hash of its contents and reused, so runs (even killed ones)
+    leave at most one per version behind. It is trusted only if we own it and
+    nobody else can write to it; otherwise a fresh private copy is made.
+    """
     here = Path(__file__).resolve().parent
-    for name in AGENT_FILES:
-        shutil.copyfile(here / name, package / name)
-    for path in [folder, package, *package.iterdir()]:
+    sources = {name: (here / name).read_bytes() for name in AGENT_FILES}
+    digest = hashlib.sha256(b"".join(sources[n] for n in AGENT_FILES)).hexdigest()[:16]
+    folder = Path(tempfile.gettempdir()) / f"autograder-agent-{os.geteuid()}-{digest}"
+    if _trusted_copy(folder, sources):
+        return folder
+    staging = _private_copy(sources)
+    try:
+        os.rename(staging, folder)  # atomic; fails if another worker got there first
+    except OSError:
+        shutil.rmtree(staging, ignore_errors=True)
+    return folder if _trusted_copy(folder, sources) else _private_copy(sources)
+
+
+def _trusted_copy(folder, sources):
+    try:
+        paths = [folder, folder / "autograder", *(folder / "autograder" / n for n in [*sources, "__init__.py"])]
+        for path in paths:
+            info = path.lstat()
+            if info.st_uid != os.geteuid() or info.st_mode & 0o022 or path.is_symlink():
+                return False
+        return all((folder / "autograder" / n).read_bytes() == c for n, c in sources.items())
+    except OSError:
+        return False
+
+
+def _private_copy(sources):
+    folder = Path(tempfile.mkdtemp(prefix="autograder-agent-"))
+    (folder / "autograder").mkdir()
+    (folder / "autograder" / "__init__.py").write_text("")
+    for name, content in sources.items():
+        (folder / "autograder" / name).write_bytes(content)
+    for path in [folder, folder / "autograder", *(folder / "autograder").iterdir()]:
         path.chmod(0o755 if path.is_dir() else 0o644)
     return folder
 
@@ -201,6 +231,11 @@ class Sandbox:
 
     # life cycle
     def start(self):
+        self.launch()
+        return self.await_hello()
+
+    def launch(self):
+        """Start the sandbox process; it imports torch while the caller does other work."""
         self.close()
         self.starts += 1
         if self.agent is None:
@@ -223,9 +258,11 @@ class Sandbox:
         )
         theirs.close()
         self.control = ours
+
+    def await_hello(self):
         try:
             hello = self._receive(self.control, START_TIMEOUT)
-        except SandboxBroken as error:
+        except (SandboxBroken, TimeoutError) as error:
             detail = self._stderr_tail()
             self.close()
             raise SandboxBroken(f"the sandbox did not start: {error}; {detail}") from None
@@ -238,17 +275,18 @@ class Sandbox:
         if self.process is None or self.process.poll() is not None:
             self.start()
 
-    def close(self):
+    def close(self, graceful=True):
         self._drop_channel()
         if self.process is None:
             return
-        try:
-            wire.write_frame(self.control.fileno(), wire.dump_request(("quit",)))
-        except wire.WireError:
-            pass
+        if graceful:
+            try:
+                wire.write_frame(self.control.fileno(), wire.dump_request(("quit",)))
+            except wire.WireError:
+                pass
         self.control.close()
         try:
-            self.process.wait(timeout=5)
+            self.process.wait(timeout=5 if graceful else 0)
         except subprocess.TimeoutExpired:
             pass
         if self.process.poll() is None:
@@ -263,11 +301,8 @@ class Sandbox:
             shutil.rmtree(self.scratch, ignore_errors=True)
             self.scratch = None
 
-    def cleanup(self):
-        self.close()
-        if self.agent:
-            shutil.rmtree(self.agent, ignore_errors=True)
-            self.agent = None
+    def cleanup(self, graceful=True):
+        self.close(graceful)  # the agent folder stays: it is shared and reused
 
     def _drop_channel(self):
         if self.channel is not None:
@@ -370,6 +405,8 @@ class SandboxStudent:
         self.lost_kind, self.lost = kind, lost_message(kind, detail)
 
     def _probe(self, method, args, kwargs):
+        from .student import StudentError
+
         if self.lost:
             raise StudentError(self.lost)
         reply = self.sandbox.probe(method, args, kwargs)

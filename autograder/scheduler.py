@@ -33,8 +33,8 @@ class LocalScheduler:
         workers = min(self.jobs, len(submissions))
         for slot in range(workers):
             slots.put(slot)
-        with ProcessPoolExecutor(workers, mp_context=context, initializer=worker_setup,
-                                 initargs=(spec, slots)) as pool:
+        pool = ProcessPoolExecutor(workers, mp_context=context, initializer=worker_setup, initargs=(spec, slots))
+        try:
             pending = {pool.submit(grade_job, s): s for s in submissions}
             while pending:
                 done, _ = wait(pending, return_when=FIRST_COMPLETED)
@@ -44,6 +44,10 @@ class LocalScheduler:
                         yield future.result()
                     except Exception as error:  # a worker died: report, go on
                         yield worker_failure(spec, submission, error)
+        finally:
+            # Don't wait for the workers to wind down: their sandboxes are disposable and
+            # die with them, and the workers die with us (PR_SET_PDEATHSIG).
+            pool.shutdown(wait=False, cancel_futures=True)
 
 
 def worker_failure(spec, submission, error):

@@ -6,15 +6,14 @@ answers with JSON when there is no tensor in the answer and with `torch.save`
 bytes otherwise; the grader reads them only with `json.loads` or
 `torch.load(weights_only=True)` and then `check_plain`: no code runs on the
 trusted side, and only base-class tensors, numbers, strings, lists and dicts
-get through.
+get through. (torch is imported where it is used, so that a sandbox can be
+launched before the grader pays for importing it.)
 """
 import io
 import json
 import os
 import pickle
 import struct
-
-import torch
 
 HEADER = struct.Struct(">Q")
 MAX_FRAME = 64 * 2**20  # a reply bigger than this is a broken or hostile sandbox
@@ -61,6 +60,8 @@ class _RequestPickler(pickle.Pickler):
     """Tensors travel as raw bytes: torch's own pickling runs torch.save per tensor."""
 
     def persistent_id(self, obj):
+        import torch
+
         if type(obj) is torch.Tensor:
             tensor = obj.detach().cpu().contiguous()
             return ("tensor", str(tensor.dtype).removeprefix("torch."), tuple(tensor.shape),
@@ -70,6 +71,8 @@ class _RequestPickler(pickle.Pickler):
 
 class _RequestUnpickler(pickle.Unpickler):
     def persistent_load(self, pid):
+        import torch
+
         _, dtype, shape, data = pid
         dtype = getattr(torch, dtype)
         if not data:
@@ -95,6 +98,8 @@ JSON, TORCH = b"J", b"T"
 
 
 def dump_reply(message):
+    import torch
+
     if not _has_tensor(message):
         try:
             return JSON + json.dumps(message).encode()
@@ -107,6 +112,8 @@ def dump_reply(message):
 
 
 def _has_tensor(value):
+    import torch
+
     if isinstance(value, torch.Tensor):
         return True
     if isinstance(value, (list, tuple)):
@@ -118,6 +125,8 @@ def _has_tensor(value):
 
 def load_reply(payload):
     """Decode a sandbox reply without running any of its code; raise WireError if not plain."""
+    import torch
+
     kind, body = bytes(payload[:1]), memoryview(payload)[1:]
     try:
         if kind == JSON:
@@ -136,6 +145,8 @@ def load_reply(payload):
 
 def check_plain(value, depth=0):
     """Accept only exact base types; a Tensor subclass or odd object fails here."""
+    import torch
+
     if depth > 20:
         raise WireError("reply nested too deeply")
     kind = type(value)

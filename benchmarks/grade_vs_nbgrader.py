@@ -81,7 +81,7 @@ def timed(command, cwd):
     sampler.join()
     if process.returncode:
         sys.exit(f"{command[2:4]} failed:\n{output[-3000:]}")
-    return time.perf_counter() - started, peak[0]
+    return time.perf_counter() - started, peak[0], output
 
 
 def in_process_seconds(course):
@@ -125,10 +125,11 @@ def main():
     python = sys.executable
     print(f"{args.n} submissions, {os.cpu_count()} cores, course {course}")
 
-    ours, ours_pss = timed([python, "-m", "autograder.cli", "grade", "causal_attention", "submitted",
-                            "--course", str(course), "--jobs", "2", "--seed", "1"], course)
+    ours, ours_pss, log = timed([python, "-m", "autograder.cli", "grade", "causal_attention", "submitted",
+                                 "--course", str(course), "--jobs", "2", "--seed", "1", "--verbose"], course)
     print(f"autograder grade --jobs 2: {ours:7.1f} s  ({ours / args.n * 1000:.0f} ms per submission),"
           f" peak memory {ours_pss / 2**30:.2f} GiB")
+    print("  " + log.strip().splitlines()[-1])  # where the time went
 
     # Overhead: one worker (no competition for the cores), against the same cells and
     # checks run in one warm process without a sandbox.
@@ -152,7 +153,7 @@ def main():
         subprocess.run([python, "-m", "nbgrader", "generate_assignment", "causal_attention", "--force"],
                        cwd=course, check=True, capture_output=True)
         shutil.rmtree(course / "autograded", ignore_errors=True)
-        theirs, _ = timed([python, "-m", "nbgrader", "autograde", "causal_attention", "--create", "--force"], course)
+        theirs, _, _ = timed([python, "-m", "nbgrader", "autograde", "causal_attention", "--create", "--force"], course)
         print(f"nbgrader autograde:        {theirs:7.1f} s  ({theirs / args.n * 1000:.0f} ms per submission)")
         print(f"speed-up: {theirs / ours:.1f}x")
     shutil.rmtree(tmp, ignore_errors=True)
