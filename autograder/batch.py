@@ -4,8 +4,8 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .outputs import (GradebookWriter, all_results, already_graded, batch_seed, write_grades_csv,
-                      write_result)
+from .outputs import (GradebookWriter, all_results, already_graded, batch_seed, sync_gradebook,
+                      write_grades_csv, write_result)
 from .submissions import discover, grade_cells, sha256
 
 
@@ -40,10 +40,11 @@ def grade_batch(assignment, paths, course, out_dir=None, jobs=2, limits=None, fo
     report = BatchReport(skipped=len(submissions) - len(todo), out_dir=out_dir)
     scheduler = scheduler or LocalScheduler(jobs)
     clock = _Clock(report.phases)
-    gradebook = GradebookWriter(course, assignment)
+    gradebook = None
     for result in scheduler.grade(spec, todo):
         if not report.graded:
             clock("until the first result")
+            gradebook = GradebookWriter(course, assignment)  # a thread: only once workers are forked
         if result["extra_data"]["status"] != "error":  # a grader fault is retried next run
             write_result(out_dir, result)
             gradebook.add(result)
@@ -55,7 +56,10 @@ def grade_batch(assignment, paths, course, out_dir=None, jobs=2, limits=None, fo
     report.results = all_results(out_dir)
     write_grades_csv(out_dir, report.results, list(grade_cells(read_source(course, assignment))))
     clock("grades.csv")
-    gradebook.finish(report.results)
+    if gradebook is None:
+        sync_gradebook(course, assignment, report.results)
+    else:
+        gradebook.finish(report.results)
     clock("gradebook")
     report.seconds = time.perf_counter() - started
     return report

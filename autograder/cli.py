@@ -92,15 +92,21 @@ def cmd_grade(args):
     if args.memory_mb:
         limits["memory_bytes"] = args.memory_mb * 2**20
     progress = _progress(console.is_terminal)
-    with progress:
-        task = progress.add_task("grading", total=None)
+    task = None
 
-        def advance(result):
-            progress.update(task, advance=1, description=result["extra_data"]["student_id"])
+    def advance(result):
+        nonlocal task
+        if task is None:  # started only now: the workers are forked, with no display thread around
+            progress.start()
+            task = progress.add_task("grading", total=None)
+        progress.update(task, advance=1, description=result["extra_data"]["student_id"])
 
+    try:
         report = grade_batch(args.assignment, args.paths, args.course, out_dir=args.out,
                              jobs=args.jobs or os.cpu_count() or 1, limits=limits, force=args.force,
                              seed=args.seed, on_result=advance)
+    finally:
+        progress.stop()
     print_results(report.results)
     for result in report.graded:
         if result["extra_data"]["status"] == "error":

@@ -53,7 +53,18 @@ def _setup(spec, slot):
     from .sandbox import Limits, Sandbox
 
     sandbox = _state["sandbox"] = Sandbox(slot, Limits(**spec.limits))
-    sandbox.launch()  # first: it imports torch while we do the same below
+    sandbox.launch()  # first: it imports torch while we warm up below (if not warm yet)
+    warm_up(spec)
+    sandbox.await_hello()
+
+
+def warm_up(spec):
+    """Import torch and run the checks once on the reference (about 2 s, once per process).
+
+    The scheduler calls this before forking its workers, so they start warm.
+    """
+    if _state.get("warm") == spec.assignment:
+        return
     import torch
 
     from . import reference
@@ -64,12 +75,10 @@ def _setup(spec, slot):
     course = Path(spec.course)
     _state["source"] = nbformat.read(course / "source" / spec.assignment / f"{spec.assignment}.ipynb", as_version=4)
     _state["release"] = nbformat.read(course / "release" / spec.assignment / f"{spec.assignment}.ipynb", as_version=4)
-    # Warm the checks (imports, first torch calls: about a second, paid once per worker)
-    # on the reference solutions while the sandbox imports torch.
     with contextlib.redirect_stdout(io.StringIO()):
         solved = reference.solved_namespace(spec.assignment)
     run_checks(spec.assignment, NamespaceStudent(solved), seed=spec.seed)
-    sandbox.await_hello()
+    _state["warm"] = spec.assignment
 
 
 def worker_teardown():

@@ -10,7 +10,7 @@ import multiprocessing
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from typing import Iterable, Iterator, Protocol
 
-from .grading import BatchSpec, grade_job, worker_setup
+from .grading import BatchSpec, grade_job, warm_up, worker_setup
 
 
 class Scheduler(Protocol):
@@ -19,7 +19,12 @@ class Scheduler(Protocol):
 
 
 class LocalScheduler:
-    """`jobs` worker processes, each with its own warm sandbox."""
+    """`jobs` worker processes, each with its own warm sandbox.
+
+    The checks are warmed once here and the workers forked from this process,
+    so they start warm and share those pages (spawning each would import torch
+    and warm the checks again, on every core at once).
+    """
 
     def __init__(self, jobs):
         self.jobs = max(1, int(jobs))
@@ -28,7 +33,8 @@ class LocalScheduler:
         submissions = list(submissions)
         if not submissions:
             return
-        context = multiprocessing.get_context("spawn")  # no inherited threads or locks
+        warm_up(spec)
+        context = multiprocessing.get_context("fork")
         slots = context.Queue()
         workers = min(self.jobs, len(submissions))
         for slot in range(workers):
