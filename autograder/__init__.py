@@ -9,6 +9,14 @@ Modules, in the order data flows through them:
     runner     run one grade cell's checks, return a score and messages
     kernel     the entry point nbgrader's hidden test cells call
     validate   instructors: checks vs solutions (all pass) and stubs (all fail)
+    submissions find, read and sanitize submitted notebooks (restore locked cells)
+    wire       frames between grader and sandbox; only plain data comes back
+    agent      runs inside the sandbox: a warm interpreter forking one child per submission
+    sandbox    the grader's side: bubblewrap command, Sandbox, the SandboxStudent proxy
+    grading    grade one submission on a worker; Gradescope-style result dicts
+    scheduler  the one interface between a batch and its workers (local processes today)
+    outputs    results/<student>.json, grades.csv, nbgrader gradebook
+    batch      `autograder grade`: resumable batches
 """
 from pathlib import Path
 

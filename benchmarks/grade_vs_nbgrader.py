@@ -123,6 +123,11 @@ def main():
     tmp = Path(tempfile.mkdtemp(prefix="bench-"))
     course = make_course(tmp, args.n)
     python = sys.executable
+    # Both graders start from the same released course (gradebook and assignment in it).
+    subprocess.run([python, "-m", "nbgrader", "generate_assignment", "causal_attention", "--force"],
+                   cwd=course, check=True, capture_output=True)
+    nbgrader_course = tmp / "nbgrader_course"
+    shutil.copytree(course, nbgrader_course)
     print(f"{args.n} submissions, {os.cpu_count()} cores, course {course}")
 
     ours, ours_pss, log = timed([python, "-m", "autograder.cli", "grade", "causal_attention", "submitted",
@@ -150,10 +155,8 @@ def main():
     print(f"per-submission overhead beyond the student's own compute (--jobs 1): {overhead * 1000:.0f} ms")
 
     if not args.skip_nbgrader:
-        subprocess.run([python, "-m", "nbgrader", "generate_assignment", "causal_attention", "--force"],
-                       cwd=course, check=True, capture_output=True)
-        shutil.rmtree(course / "autograded", ignore_errors=True)
-        theirs, _, _ = timed([python, "-m", "nbgrader", "autograde", "causal_attention", "--create", "--force"], course)
+        theirs, _, _ = timed([python, "-m", "nbgrader", "autograde", "causal_attention", "--create", "--force"],
+                             nbgrader_course)
         print(f"nbgrader autograde:        {theirs:7.1f} s  ({theirs / args.n * 1000:.0f} ms per submission)")
         print(f"speed-up: {theirs / ours:.1f}x")
     shutil.rmtree(tmp, ignore_errors=True)
