@@ -18,8 +18,8 @@ from autograder.sandbox import isolation
 
 from helpers import example, make_notebook, new_course, scores, settled_sandbox_processes, write
 
-pytestmark = pytest.mark.skipif(isolation()[0] != "bwrap" or os.geteuid() != 0,
-                                reason="needs bubblewrap and root (CI installs it): " + isolation()[1])
+needs_bwrap = pytest.mark.skipif(isolation()[0] != "bwrap" or os.geteuid() != 0,
+                                 reason="needs bubblewrap and root (CI installs it): " + isolation()[1])
 
 WRONG = EXAMPLES["ben"]  # softmax over dim=1 in Ex3, sqrt(d_out) in Ex6: 17.62 of 26
 SEED = 1234
@@ -121,6 +121,7 @@ def hostile(tmp_path_factory):
             "results": {r["extra_data"]["student_id"]: r for r in report.results}}
 
 
+@needs_bwrap
 @pytest.mark.parametrize("attack", sorted(ATTACKS))
 def test_an_attack_gains_nothing(hostile, attack):
     results = hostile["results"]
@@ -128,6 +129,7 @@ def test_an_attack_gains_nothing(hostile, attack):
     assert results[attack]["score"] <= results["ben"]["score"], results[attack]["output"]
 
 
+@needs_bwrap
 def test_attacks_harm_no_one_else(hostile):
     results = hostile["results"]
     assert results["ben"]["score"] == 17.62
@@ -139,6 +141,7 @@ def test_attacks_harm_no_one_else(hostile):
     assert not settled_sandbox_processes(0)
 
 
+@needs_bwrap
 def test_attacks_are_explained_to_the_student(hostile):
     results = hostile["results"]
     assert "time limit" in results["endless_loop"]["output"] + json.dumps(results["endless_loop"]["tests"])
@@ -194,6 +197,7 @@ def test_tampering_is_restored_and_recorded(bad_batch):
 
 
 # -- outputs, resuming ------------------------------------------------------------------------
+@needs_bwrap
 def test_kill_9_mid_batch_then_rerun_grades_everything_exactly_once(tmp_path):
     course = new_course(tmp_path)
     inbox = tmp_path / "inbox"
@@ -235,3 +239,19 @@ def test_kill_9_mid_batch_then_rerun_grades_everything_exactly_once(tmp_path):
     assert exported.returncode == 0, exported.stderr[-2000:]
     grades = {r["student_id"]: float(r["raw_score"]) for r in csv.DictReader(open(course / "grades.csv"))}
     assert len(grades) == 100 and grades["s000_ada"] == 26 and grades["s001_ben"] == 17.62
+
+
+def test_without_bubblewrap_grading_still_works_and_says_so_loudly(tmp_path):
+    course = new_course(tmp_path)
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    write(inbox, "ada", example("ada"))
+    write(inbox, "dee", example("dee"))
+    command = [sys.executable, "-m", "autograder.cli", "grade", "causal_attention", str(inbox),
+               "--course", str(course), "--jobs", "1"]
+    done = subprocess.run(command, capture_output=True, text=True,
+                          env={**os.environ, "AUTOGRADER_ISOLATION": "process"})
+    assert done.returncode == 0, done.stdout[-2000:]
+    assert "WITHOUT a sandbox" in done.stdout
+    rows = {r["student_id"]: float(r["total"]) for r in csv.DictReader(open(course / "graded/causal_attention/grades.csv"))}
+    assert rows == {"ada": 26.0, "dee": 0.0}
