@@ -320,8 +320,10 @@ class Sandbox:
         if timeout <= 0 or not select.select([sock], [], [], timeout)[0]:
             raise TimeoutError()
         try:
-            return wire.load_reply(wire.read_frame(sock.fileno()))
+            return wire.load_reply(wire.read_frame(sock.fileno(), deadline=time.monotonic() + timeout))
         except wire.WireError as error:
+            if "timed out" in str(error):
+                raise TimeoutError() from None
             raise SandboxBroken(str(error)) from None
 
     def _control(self, message, timeout=30):
@@ -358,9 +360,13 @@ class Sandbox:
         if self.channel is None:
             return ("gone", None)
         try:
-            wire.write_frame(self.channel.fileno(), wire.dump_request((method, args, kwargs)))
-        except wire.WireError:
-            pass  # the child is gone; reading says how
+            wire.write_frame(self.channel.fileno(), wire.dump_request((method, args, kwargs)),
+                             deadline=self.deadline)
+        except wire.WireError as error:
+            if "timed out" in str(error):  # it stopped reading: same as running out of time
+                self._drop_channel()
+                return ("timeout", self.limits.timeout)
+            # otherwise the child is gone; reading says how
         return self._from_child()
 
     def _from_child(self):

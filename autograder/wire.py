@@ -13,7 +13,9 @@ import io
 import json
 import os
 import pickle
+import select
 import struct
+import time
 
 HEADER = struct.Struct(">Q")
 MAX_FRAME = 64 * 2**20  # a reply bigger than this is a broken or hostile sandbox
@@ -23,9 +25,10 @@ class WireError(Exception):
     """The other side closed the pipe or sent something that is not a valid frame."""
 
 
-def write_frame(fd, payload):
+def write_frame(fd, payload, deadline=None):
     header, body = memoryview(HEADER.pack(len(payload))), memoryview(payload)
     while header or body:  # writev: no copy of a big payload just to prepend 8 bytes
+        _wait(fd, deadline, writing=True)
         try:
             written = os.writev(fd, [header, body] if header else [body])
         except OSError as error:
@@ -34,10 +37,22 @@ def write_frame(fd, payload):
         header, body = header[used:], body[written - used:]
 
 
-def _read_exactly(fd, size):
+def _wait(fd, deadline, writing=False):
+    """With a deadline, never block past it: a peer that stops reading or writing mid-frame
+    (a hostile sandbox can) must not hang the grader."""
+    if deadline is None:
+        return
+    left = deadline - time.monotonic()
+    ready = select.select([], [fd], [], max(left, 0)) if writing else select.select([fd], [], [], max(left, 0))
+    if not (ready[1] if writing else ready[0]):
+        raise WireError("timed out in the middle of a frame")
+
+
+def _read_exactly(fd, size, deadline=None):
     buffer = bytearray(size)
     view, filled = memoryview(buffer), 0
     while filled < size:
+        _wait(fd, deadline)
         try:
             count = os.readv(fd, [view[filled:]])
         except OSError as error:
@@ -48,11 +63,11 @@ def _read_exactly(fd, size):
     return buffer
 
 
-def read_frame(fd, limit=MAX_FRAME):
-    (size,) = HEADER.unpack(bytes(_read_exactly(fd, HEADER.size)))
+def read_frame(fd, limit=MAX_FRAME, deadline=None):
+    (size,) = HEADER.unpack(bytes(_read_exactly(fd, HEADER.size, deadline)))
     if size > limit:
         raise WireError(f"frame of {size} bytes is over the {limit}-byte limit")
-    return _read_exactly(fd, size)
+    return _read_exactly(fd, size, deadline)
 
 
 # -- requests: grader -> sandbox ----------------------------------------------

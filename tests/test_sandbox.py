@@ -205,3 +205,31 @@ def odd(x):
     with pytest.raises(StudentError, match="not a tensor"):
         student.call("odd", torch.ones(2))
     sandbox.finish()
+
+
+def test_a_half_written_answer_cannot_hang_the_grader():
+    """The submission writes the start of a frame on its socket, then stops."""
+    code = """
+import os, stat, struct, time
+def f(x):
+    for fd in range(3, 64):
+        try:
+            if stat.S_ISSOCK(os.fstat(fd).st_mode):
+                os.write(fd, struct.pack(">Q", 1000) + b"J[")
+        except OSError:
+            pass
+    time.sleep(60)
+"""
+    box = Sandbox(2, Limits(timeout=3))
+    try:
+        reply, student = run(box, code)
+        started = time.perf_counter()
+        with pytest.raises(StudentError, match="time limit"):
+            student.call("f", torch.zeros(1))
+        assert time.perf_counter() - started < 5
+        box.finish()
+        reply, student = run(box, "v = 3")
+        assert student.value("v") == 3
+        box.finish()
+    finally:
+        box.cleanup()
