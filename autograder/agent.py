@@ -182,8 +182,11 @@ class Worker:
             if message[0] == "start":
                 self.start(message[1])
             elif message[0] == "end":
-                self.reply(("ready", self.child_status()))
-                self.end()  # cleaning up while the grader writes its results
+                status = self.child_status()
+                clean = self.end()
+                # Anything left behind would reach the next student: then this sandbox
+                # must be replaced, and the grader does so when it does not hear "ready".
+                self.reply(("ready", status) if clean else ("dirty", status))
             elif message[0] == "quit":
                 self.end()
                 return
@@ -220,13 +223,15 @@ class Worker:
         return self.child_exit
 
     def end(self):
-        """Kill the child and everything it started; wipe the scratch space."""
+        """Kill the child and everything it started, wipe the scratch space; True if clean."""
         if self.child is None:
-            return None
+            return True
         pid, self.child = self.child, None
-        status = _kill_everything(pid, OWN_PID_NAMESPACE)
-        _wipe(SCRATCH)
-        return status
+        try:
+            _kill_everything(pid, OWN_PID_NAMESPACE)
+            return _wipe(SCRATCH) and (not OWN_PID_NAMESPACE or _clean_ipc())
+        except Exception:
+            return False
 
 
 def _descendants():
@@ -286,24 +291,42 @@ def _describe_exit(code):
 
 
 def _wipe(folder):
-    for entry in os.listdir(folder):
-        path = os.path.join(folder, entry)
+    """Empty `folder`; True if it really is empty afterwards.
+
+    A submission may leave directories without permissions; we own them (same
+    uid), so we make every directory accessible first, then remove bottom-up.
+    """
+    for _ in range(3):
+        for root, dirs, _files in os.walk(folder):
+            for name in dirs:
+                try:
+                    os.chmod(os.path.join(root, name), 0o700, follow_symlinks=False)
+                except (OSError, NotImplementedError):
+                    pass
+        for entry in os.listdir(folder):
+            path = os.path.join(folder, entry)
+            try:
+                if os.path.isdir(path) and not os.path.islink(path):
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    os.unlink(path)
+            except OSError:
+                pass
+        if not os.listdir(folder):
+            return True
+    return False
+
+
+def _clean_ipc():
+    """True if the submission left no System V IPC objects (they outlive processes)."""
+    for kind in ("shm", "msg", "sem"):
         try:
-            if os.path.isdir(path) and not os.path.islink(path):
-                shutil.rmtree(path, onerror=_force_remove)
-            else:
-                os.unlink(path)
+            with open(f"/proc/sysvipc/{kind}") as table:
+                if len(table.read().strip().splitlines()) > 1:
+                    return False
         except OSError:
             pass
-
-
-def _force_remove(function, path, _):
-    try:
-        os.chmod(os.path.dirname(path), 0o700)
-        os.chmod(path, 0o700)
-        function(path)
-    except OSError:
-        pass
+    return True
 
 
 def _make_shell():

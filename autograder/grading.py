@@ -38,15 +38,17 @@ def worker_setup(spec, slots=None):
 
     A failure here is kept and reported on every submission of this worker, in words.
     """
-    import atexit
-
     _die_with_parent()
     _state.update(spec=spec)
     try:
         _setup(spec, slots.get() if slots is not None else 0)
     except Exception as error:
         _state["setup_error"] = f"{type(error).__name__}: {error}"
-    atexit.register(worker_teardown)
+    # Forked pool workers leave through os._exit, skipping atexit; multiprocessing's
+    # finalizers do run.
+    from multiprocessing.util import Finalize
+
+    Finalize(None, worker_teardown, exitpriority=10)
 
 
 def _setup(spec, slot):
@@ -110,14 +112,15 @@ def grade_job(submission):
         base["notebook_sha256"] = sha256(submission.path)
     except OSError as error:
         return invalid_result(spec, base, f"the file could not be read ({error.strerror})", started)
-    if submission.problem:
-        return invalid_result(spec, base, submission.problem, started)
     try:
         notebook = read_notebook(submission.path)
         clean = sanitize(notebook, _state["source"], _state["release"])
     except InvalidNotebook as error:
         return invalid_result(spec, base, str(error), started)
     base["timings"] = {"read_and_sanitize": round(time.perf_counter() - started, 4)}
+    if submission.ignored:
+        clean.tampering.append("more than one notebook was handed in; graded "
+                               f"{submission.path.name}, not {', '.join(submission.ignored)}")
     result = grade_clean(spec, clean, base, started)
     if spec.autograded_dir:
         write_autograded(spec, submission.student_id, clean.notebook, result)
@@ -126,37 +129,66 @@ def grade_job(submission):
 
 def grade_clean(spec, clean, base, started):
     from .runner import run_checks
-    from .sandbox import SandboxBroken, SandboxStudent
+    from .sandbox import SandboxStudent
 
     sandbox = _state["sandbox"]
     points = grade_cells(_state["source"])
     notes, cell_errors = list(clean.tampering), []
     timings, clock = base["timings"], time.perf_counter()
-    try:
-        first = sandbox.run(clean.cells, seed=spec.seed)
-    except SandboxBroken as error:
-        first = ("broken", str(error))
+    first = _run_cells(sandbox, clean.cells, spec.seed)
     timings["run_cells"] = round(time.perf_counter() - clock, 4)
     student = SandboxStudent(sandbox)
-    if first[0] == "ran":
-        cell_errors = [entry for entry in first[1] if entry.get("error")]
-        timings["cells_own_time"] = round(sum(float(e.get("seconds", 0)) for e in first[1]), 4)
-    else:
-        student.lose(first[0], first[1] if len(first) > 1 else None)
-        notes.append("the notebook did not finish running: " + student.lost)
-    clock = time.perf_counter()
     try:
-        checks = run_checks(spec.assignment, student, seed=spec.seed)
-    finally:
-        timings["checks"] = round(time.perf_counter() - clock, 4)
+        report = _cell_report(first)
+        if report is not None:
+            cell_errors = [entry for entry in report if entry["error"]]
+            timings["cells_own_time"] = round(sum(entry["seconds"] for entry in report), 4)
+        else:
+            kind = first[0] if first[0] in ("timeout", "died") else "unreadable"
+            student.lose(kind, first[1] if kind == "timeout" else None)
+            notes.append("the notebook did not finish running: " + student.lost)
         clock = time.perf_counter()
+        checks = run_checks(spec.assignment, student, seed=spec.seed)
+        timings["checks"] = round(time.perf_counter() - clock, 4)
+    finally:
         ending = sandbox.finish() if sandbox.process else None
-        timings["finish"] = round(time.perf_counter() - clock, 4)
     if student.lost_kind == "died" and ending:
         notes.append(f"how your code's process ended: {ending}")
     elif student.lost and student.lost not in " ".join(notes):
         notes.append(student.lost)
     return build_result(spec, base, points, checks, notes, cell_errors, started)
+
+
+def _run_cells(sandbox, cells, seed):
+    """The child's first reply. A sandbox that fails to start or to take the job is
+    the grader's problem, not the student's: restart it once, then give up (the
+    submission is then graded again on the next run)."""
+    from .sandbox import SandboxBroken
+
+    for attempt in range(2):
+        try:
+            return sandbox.run(cells, seed=seed)
+        except SandboxBroken as error:
+            sandbox.close(graceful=False)
+            if attempt:
+                raise RuntimeError(f"the sandbox could not run this submission: {error}") from None
+
+
+def _cell_report(reply):
+    """The cell report if `reply` is a well-formed ("ran", [...]) message, else None.
+
+    The child is the student's process: it may send anything, so check the shape.
+    """
+    if len(reply) != 2 or reply[0] != "ran" or type(reply[1]) is not list:
+        return None
+    report = []
+    for entry in reply[1]:
+        if (type(entry) is not dict or type(entry.get("cell")) is not str
+                or type(entry.get("error")) not in (str, type(None))
+                or type(entry.get("seconds")) not in (int, float)):
+            return None
+        report.append({"cell": entry["cell"], "error": entry["error"], "seconds": float(entry["seconds"])})
+    return report
 
 
 def build_result(spec, base, points, checks, notes, cell_errors, started):

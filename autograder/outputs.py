@@ -12,7 +12,7 @@ import secrets
 import warnings
 from pathlib import Path
 
-BATCH_FILE = "batch.json"
+BATCH_FILE = ".batch.json"  # a dot-name: no student id can collide with it
 
 
 def result_path(out_dir, student_id):
@@ -45,7 +45,7 @@ def already_graded(out_dir, submission, sha):
 def all_results(out_dir):
     results = []
     for path in sorted(Path(out_dir).glob("*.json")):
-        if path.name == BATCH_FILE:
+        if path.name.startswith("."):
             continue
         try:
             result = json.loads(path.read_text())
@@ -65,7 +65,9 @@ def batch_seed(out_dir, seed=None, force=False):
         except (ValueError, KeyError, json.JSONDecodeError):
             pass
     seed = secrets.randbits(31) if seed is None else int(seed)
-    path.write_text(json.dumps({"seed": seed}))
+    temporary = path.with_name(f"{path.name}.{os.getpid()}.partial")
+    temporary.write_text(json.dumps({"seed": seed}))
+    os.replace(temporary, path)  # atomic: a kill -9 never leaves half a seed behind
     return seed
 
 

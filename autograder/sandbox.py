@@ -388,10 +388,9 @@ class Sandbox:
             reply = self._control(("end",))
         except SandboxBroken:
             return None  # the worker was killed (closed now; the next run starts a new one)
-        if reply[0] != "ready":
+        if reply[0] != "ready":  # "dirty": something survived the clean-up; start afresh
             self.close()
-            return None
-        return reply[1]
+        return reply[1] if len(reply) > 1 and type(reply[1]) is str else None
 
 
 # -- the student proxy -------------------------------------------------------------
@@ -416,6 +415,8 @@ class SandboxStudent:
         if self.lost:
             raise StudentError(self.lost)
         reply = self.sandbox.probe(method, args, kwargs)
+        if type(reply) not in (list, tuple) or not reply:
+            reply = ("unreadable", None)
         kind, detail = reply[0], reply[1] if len(reply) > 1 else None
         if kind == "ok":
             return detail
@@ -428,7 +429,8 @@ class SandboxStudent:
 def lost_message(kind, detail):
     """Why the submission's process cannot answer any more (student-facing)."""
     if kind == "timeout":
-        return (f"your code did not finish within the {float(detail):g} s time limit and was stopped."
+        limit = f"the {detail:g} s time limit" if type(detail) in (int, float) else "the time limit"
+        return (f"your code did not finish within {limit} and was stopped."
                 " Look for an endless loop or a much bigger computation than needed.")
     if kind == "died":
         return ("your code ended or crashed the Python process (for example with os._exit, or by"

@@ -24,7 +24,7 @@ class InvalidNotebook(Exception):
 class Submission:
     student_id: str
     path: Path
-    problem: str = ""  # set when the submission cannot be graded at all (e.g. a duplicate)
+    ignored: list = field(default_factory=list)  # other notebooks of the same student (not graded)
 
 
 @dataclass
@@ -50,14 +50,21 @@ def discover(paths, assignment):
             found += [Submission(_student_id(p, assignment), p) for p in files]
         else:
             raise FileNotFoundError(f"{path} does not exist")
-    seen = {}
+    chosen = {}
     for submission in found:
-        if submission.student_id in seen:
-            submission.problem = (f"a second notebook for student {submission.student_id} "
-                                  f"({seen[submission.student_id].path}); only the first is graded")
-        else:
-            seen[submission.student_id] = submission
-    return found
+        best = chosen.get(submission.student_id)
+        if best is None or _preference(submission, assignment) < _preference(best, assignment):
+            chosen[submission.student_id] = submission
+    for submission in found:
+        best = chosen[submission.student_id]
+        if submission is not best:
+            best.ignored.append(str(submission.path))
+    return sorted(chosen.values(), key=lambda s: s.student_id)
+
+
+def _preference(submission, assignment):
+    """One notebook per student: the one named after the assignment, else the shortest name."""
+    return (submission.path.stem != assignment, len(submission.path.name), str(submission.path))
 
 
 def _student_id(path, assignment):
@@ -68,7 +75,11 @@ def _student_id(path, assignment):
 
 
 def sha256(path):
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:  # in chunks: a multi-GB upload must not fill memory
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 # -- reading ------------------------------------------------------------------------------
@@ -84,7 +95,9 @@ def read_notebook(path):
     try:
         text = path.read_bytes().decode("utf-8")
         data = json.loads(text)
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+    except RecursionError:
+        raise InvalidNotebook("the file is JSON nested too deeply to be a notebook") from None
+    except (UnicodeDecodeError, ValueError) as error:
         raise InvalidNotebook(f"the file is not valid JSON, so it is not a notebook ({error})") from None
     if not isinstance(data, dict) or "cells" not in data and "worksheets" not in data:
         raise InvalidNotebook("the file is JSON but not a Jupyter notebook")
@@ -97,7 +110,7 @@ def read_notebook(path):
     except nbformat.ValidationError as error:
         message = str(error.message if hasattr(error, "message") else error).splitlines()[0]
         raise InvalidNotebook(f"the notebook is damaged: {message[:200]}") from None
-    except Exception as error:  # anything else nbformat rejects
+    except (Exception, RecursionError) as error:  # anything else nbformat rejects
         raise InvalidNotebook(f"the notebook is damaged ({type(error).__name__})") from None
     return notebook
 

@@ -158,30 +158,51 @@ def load_reply(payload):
     return message
 
 
-def check_plain(value, depth=0):
-    """Accept only exact base types; a Tensor subclass or odd object fails here."""
+MAX_NODES = 100_000  # values in one reply
+MAX_ELEMENTS = 16 * 2**20  # tensor elements in one reply (the biggest real answer: 4.9 M)
+
+
+def check_plain(value):
+    """Accept only exact base types, as a tree of bounded size.
+
+    A Tensor subclass or odd object fails here, and so do the tricks that make a
+    tiny reply expensive: shared sub-lists (a tree of 10**18 nodes in 1 KB) and
+    zero-stride tensors (10**10 elements backed by one number).
+    """
     import torch
 
-    if depth > 20:
-        raise WireError("reply nested too deeply")
-    kind = type(value)
-    if value is None or kind in (bool, int, str):
-        return
-    if kind is float:
-        return  # NaN/inf are data; the checks judge them
-    if kind is torch.Tensor:
-        if value.layout is not torch.strided or value.device.type != "cpu" or value.is_quantized:
-            raise WireError("reply holds a tensor that is not a plain CPU tensor")
-        return
-    if kind in (list, tuple):
-        for item in value:
-            check_plain(item, depth + 1)
-        return
-    if kind is dict:
-        for key, item in value.items():
-            if type(key) is not str:
-                raise WireError("reply holds a dict with non-string keys")
-            check_plain(item, depth + 1)
-        return
-    raise WireError(f"reply holds a {kind.__name__}, which is not plain data")
+    budget = {"nodes": MAX_NODES, "elements": MAX_ELEMENTS}
+    seen = set()
 
+    def visit(item, depth):
+        budget["nodes"] -= 1
+        if budget["nodes"] < 0 or depth > 20:
+            raise WireError("reply is too big or nested too deeply")
+        kind = type(item)
+        if item is None or kind in (bool, int, str, float):
+            return
+        if kind is torch.Tensor:
+            if (item.layout is not torch.strided or item.device.type != "cpu" or item.is_quantized
+                    or not item.is_contiguous()
+                    or item.untyped_storage().nbytes() != item.numel() * item.element_size()):
+                raise WireError("reply holds a tensor that is not a plain, dense CPU tensor")
+            budget["elements"] -= item.numel()
+            if budget["elements"] < 0:
+                raise WireError("reply holds too many tensor elements")
+            return
+        if kind in (list, tuple, dict):
+            if item and id(item) in seen:  # (empty tuples are one shared object in Python)
+                raise WireError("reply reuses a container (shared references are not plain data)")
+            seen.add(id(item))
+            if kind is dict:
+                for key, sub in item.items():
+                    if type(key) is not str:
+                        raise WireError("reply holds a dict with non-string keys")
+                    visit(sub, depth + 1)
+            else:
+                for sub in item:
+                    visit(sub, depth + 1)
+            return
+        raise WireError(f"reply holds a {kind.__name__}, which is not plain data")
+
+    visit(value, 0)

@@ -63,6 +63,29 @@ def forward(self, x):
     return _forward(self, x)
 CausalAttention.forward = forward
 """
+FORGE = """
+import os, stat, struct
+for fd in range(3, 64):
+    try:
+        if stat.S_ISSOCK(os.fstat(fd).st_mode):
+            body = b'J["ran", [1]]'
+            os.write(fd, struct.pack(">Q", len(body)) + body)
+    except OSError:
+        pass
+"""
+REPLY_BOMBS = """
+import torch
+import autograder.wire as wire
+_dump = wire.dump_reply
+def _bomb(message):
+    nested = [torch.zeros(1)]
+    for _ in range(18):
+        nested = [nested] * 10
+    if message[0] == "ok" and isinstance(message[1], torch.Tensor):
+        return _dump(("ok", torch.zeros(1).expand(10**10)))
+    return _dump(("ok", nested))
+wire.dump_reply = _bomb
+"""
 ATTACKS = {
     "patch_allclose": {"ex1_answer": "import torch\ntorch.allclose = lambda *a, **k: True\n"
                                      "torch.testing.assert_close = lambda *a, **k: None\ntorch.equal = lambda *a, **k: True"},
@@ -91,6 +114,10 @@ ATTACKS = {
     "flood_output": {"ex1_answer": "for _ in range(200):\n    print('x' * 2**20)"},
     "network": {"ex1_answer": "import socket\ntry:\n    socket.create_connection(('1.1.1.1', 80), timeout=2)\nexcept OSError:\n    pass"},
     "background_process": {"ex1_answer": "import subprocess\nsubprocess.Popen(['sleep', '600'], start_new_session=True)"},
+    "forged_frames": {"ex1_answer": FORGE},
+    "reply_bombs": {"ex8_data_answer": REPLY_BOMBS},
+    "leftovers": {"ex1_answer": "import os, ctypes\nos.makedirs('locked/inner')\nos.chmod('locked', 0)\n"
+                                "ctypes.CDLL(None).shmget(1234, 4096, 0o1666)"},
 }
 
 
@@ -255,3 +282,17 @@ def test_without_bubblewrap_grading_still_works_and_says_so_loudly(tmp_path):
     assert "WITHOUT a sandbox" in done.stdout
     rows = {r["student_id"]: float(r["total"]) for r in csv.DictReader(open(course / "graded/causal_attention/grades.csv"))}
     assert rows == {"ada": 26.0, "dee": 0.0}
+
+
+def test_one_notebook_per_student_is_graded_and_the_others_are_named(tmp_path):
+    course = new_course(tmp_path)
+    folder = tmp_path / "submitted" / "dup" / "causal_attention"
+    folder.mkdir(parents=True)
+    nbformat.write(example("ada"), folder / "causal_attention.ipynb")
+    nbformat.write(example("dee"), folder / "causal_attention-Copy1.ipynb")
+    for _ in range(2):  # the second run finds it done: no flip-flopping between the two files
+        report = grade_batch("causal_attention", [tmp_path / "submitted"], course, jobs=1, seed=SEED)
+    assert report.skipped == 1 and len(report.results) == 1
+    result = report.results[0]
+    assert result["score"] == 26
+    assert "causal_attention-Copy1.ipynb" in " ".join(result["extra_data"]["notes"])

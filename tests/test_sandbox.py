@@ -233,3 +233,20 @@ def f(x):
         box.finish()
     finally:
         box.cleanup()
+
+
+def test_locked_folders_are_wiped_and_shared_memory_gets_a_fresh_sandbox(sandbox):
+    reply, _ = run(sandbox, "import os\nos.makedirs('locked/inner/deeper')\nos.chmod('locked/inner', 0)\n"
+                            "os.chmod('locked', 0)")
+    assert not reply[1][0]["error"], reply
+    sandbox.finish()
+    assert sandbox.process is not None  # wiped in place: the sandbox is kept
+    reply, student = run(sandbox, "import os\nleft = sorted(os.listdir('/tmp')) + os.listdir('.')")
+    assert student.value("left") == ["home", "output.txt", "work"]
+    sandbox.finish()
+    reply, _ = run(sandbox, "import ctypes\nsegment = ctypes.CDLL(None).shmget(4321, 4096, 0o1666)")
+    sandbox.finish()
+    assert sandbox.process is None  # System V memory outlives processes: replaced
+    reply, student = run(sandbox, "shm = open('/proc/sysvipc/shm').read().strip().splitlines()[1:]")
+    assert student.value("shm") == []
+    sandbox.finish()

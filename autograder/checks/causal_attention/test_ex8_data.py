@@ -53,6 +53,8 @@ def test_dataset_windows(student, rng, context_length, stride):
         fail(f"For 23 tokens, context_length {context_length} and stride {stride}, expected"
              f" {len(want)} windows (starting at {starts}), got {data['length']}. Use"
              " range(0, len(ids) - context_length, stride).")
+    if len(data["items"]) != len(want):  # the probe reports len() and the items separately
+        fail(f"len(dataset) says {data['length']}, but {len(data['items'])} items could be read.")
     for index, (pair, expected) in enumerate(zip(data["items"], want)):
         expect_pair(pair, expected, f"dataset[{index}] (stride {stride})")
 
@@ -86,13 +88,28 @@ def test_batches_in_order(student, rng, drop_last):
              " shifted by one token. Pass shuffle, and the stride, on to MyData and the DataLoader.")
 
 
+def window_pairs(batches, context_length):
+    """(inputs, targets) rows of every batch, after checking each batch is a small pair of tensors."""
+    pairs = []
+    for number, batch in enumerate(batches):
+        if not (isinstance(batch, list) and len(batch) == 2):
+            fail("Each batch should be a pair (inputs, targets).")
+        for part in batch:
+            if type(part) is not torch.Tensor or part.dim() != 2 or part.shape[1] != context_length \
+                    or part.shape[0] > 64:
+                fail(f"Batch {number} should hold tensors of shape (batch_size, {context_length}),"
+                     f" got {getattr(part, 'shape', type(part).__name__)}.")
+        pairs.extend(zip(batch[0].tolist(), batch[1].tolist()))
+    return pairs
+
+
 def test_shuffle(student, rng):
     """my_batch with shuffle=True gives every window once, in a new order"""
     text = random_text(rng, 34)
     want = sorted(map(str, windows(text, 4, 1)))  # 30 windows
     got = student.batches("my_batch", text, batch_size=5, context_length=4, stride=1,
                           shuffle=True, drop_last=False, seed=11)
-    pairs = [(i, t) for batch in got["batches"] for i, t in zip(batch[0].tolist(), batch[1].tolist())]
+    pairs = window_pairs(got["batches"], 4)
     if sorted(str((list(i), list(t))) for i, t in pairs) != want:
         fail("With shuffle=True every window should still appear exactly once.")
     if [str((list(i), list(t))) for i, t in pairs] == list(map(str, windows(text, 4, 1))):
@@ -105,7 +122,7 @@ def test_stride_and_tokenizer_used(student, rng):
     want = windows(text, 3, 3)  # 8 windows
     got = student.batches("my_batch", text, batch_size=8, context_length=3, stride=3,
                           shuffle=False, drop_last=False)
-    batches = got["batches"]
-    if not batches or [batch[0].tolist() for batch in batches[:1]] != [[w[0] for w in want]]:
+    pairs = window_pairs(got["batches"], 3)
+    if [inputs for inputs, _ in pairs[:len(want)]] != [w[0] for w in want]:
         fail("With stride=3, my_batch should give windows starting at 0, 3, 6, ... Pass stride"
              " to MyData, and use the tokenizer argument when it is given.")
