@@ -219,8 +219,7 @@ class Worker:
             return None
         if pid == 0:
             return None
-        self.child_exit = _describe_exit(code)
-        return self.child_exit
+        return _describe_exit(code)
 
     def end(self):
         """Kill the child and everything it started, wipe the scratch space; True if clean."""

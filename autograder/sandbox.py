@@ -227,7 +227,6 @@ class Sandbox:
         self.deadline = None
         self.agent = None
         self.scratch = None
-        self.starts = 0
 
     # life cycle
     def start(self):
@@ -237,7 +236,6 @@ class Sandbox:
     def launch(self):
         """Start the sandbox process; it imports torch while the caller does other work."""
         self.close()
-        self.starts += 1
         if self.agent is None:
             self.agent = _agent_dir()
         ours, theirs = _socket_pair()
