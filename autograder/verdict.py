@@ -43,12 +43,22 @@ def expect_tensor(value, what, shape=None, dtype=None, finite=True):
     return value
 
 
-def close(a, b, rtol=RTOL, atol=ATOL):
-    return a.shape == b.shape and torch.allclose(a.double(), b.double(), rtol=rtol, atol=atol)
+def close(a, b, rtol=RTOL, atol=ATOL, equal_nan=False):
+    return a.shape == b.shape and torch.allclose(a.double(), b.double(), rtol=rtol, atol=atol,
+                                                 equal_nan=equal_nan)
 
 
 def max_difference(a, b):
     return (a.double() - b.double()).abs().max().item()
+
+
+def name_mistake(got, variants, what):
+    """Fail naming the mistake if `got` is what one of the (tensor, explanation)
+    `variants` produces. NaN matches NaN: some mistakes are recognised by where
+    their NaNs are."""
+    for variant, explanation in variants:
+        if close(got, variant, equal_nan=True):
+            fail(f"{what} are not right: {explanation}")
 
 
 def diagnose_weights(got, expected, what, variants=()):
@@ -58,17 +68,24 @@ def diagnose_weights(got, expected, what, variants=()):
     Does nothing when `got` is right.
     """
     expect_tensor(got, what, shape=expected.shape, finite=False)
+    if close(got, expected):
+        return
+    name_mistake(got, variants, what)
     inner = what[0].lower() + what[1:]  # `what` in the middle of a sentence
     n = got.shape[-1]
     visible = got.nan_to_num(0.0).abs() > 1e-6
     if n > 1 and visible.triu(diagonal=1).any() and not visible.tril(diagonal=-1).any():
         fail(f"{what} are zero (or NaN) below the diagonal and not above it: the mask is"
              " inverted. Keep the past and the current token (torch.tril), hide the future.")
-    expect_tensor(got, what)
+    if n > 1 and not visible.diagonal(dim1=-2, dim2=-1)[..., 1:].any():
+        fail(f"{what} are zero (or NaN) on the diagonal: the mask hides the diagonal too, but"
+             " every token must see itself. torch.tril(ones) keeps the diagonal; to mark only"
+             " the future use torch.triu(ones, diagonal=1).")
     if visible.triu(diagonal=1).any():
         fail(f"{what} are not zero above the diagonal, so tokens see the future. Is the mask"
              " applied? Before softmax, fill the future with float('-inf'): a fill of 0 still"
              " gets weight after softmax.")
+    expect_tensor(got, what)
     rows_ok = torch.allclose(got.sum(-1).double(), torch.ones(()).double(), atol=1e-4)
     if not rows_ok:
         if n > 1 and torch.allclose(got.sum(-2).double(), torch.ones(()).double(), atol=1e-4):
@@ -77,11 +94,6 @@ def diagnose_weights(got, expected, what, variants=()):
         fail(f"Each row of {inner} should sum to 1, but the row sums range from"
              f" {got.sum(-1).min().item():.4f} to {got.sum(-1).max().item():.4f}."
              " After zeroing the future, divide each row by its sum.")
-    if close(got, expected):
-        return
-    for variant, explanation in variants:
-        if close(got, variant):
-            fail(f"{what} are not what they should be: {explanation}")
     fail(f"{what} differ from the expected values (largest difference"
          f" {max_difference(got, expected):.3g}). Check the scaling by the square root of the"
          " dimension and which dimension softmax runs over.")
@@ -107,8 +119,11 @@ ERROR_HINTS = (
     ("is not on the expected device",
      "Create every tensor on the input's device (device=x.device), or register it as a buffer."),
     ("shapes cannot be multiplied", "A matrix product got shapes that do not fit: check what you transpose."),
-    ("index out of range", "An embedding got an index larger than its table:"
-     " is the positional table sized by context_length?"),
+    ("index out of range", "An embedding got an index larger than its table. The positional"
+     " table has context_length rows and takes positions 0..N-1 (torch.arange(N)), not token ids."),
+    ("Could not load tiktoken", "Use the tokenizer you are given (the `tokenizer` argument);"
+     " load GPT-2's only when none is passed."),
+    ("must be tuple of ints", "Sizes must be integers: d_head = d_out // num_heads (not /)."),
     ("is not defined", ""),
 )
 

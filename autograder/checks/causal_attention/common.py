@@ -1,7 +1,7 @@
 """Shared trusted-side steps for the `causal_attention` hidden checks."""
 import torch
 
-from autograder.verdict import close, expect_close, expect_tensor, fail, shape_text
+from autograder.verdict import close, expect_close, expect_tensor, fail, name_mistake, shape_text
 
 # "Your journey starts with one step": the book's six 3-d token embeddings.
 JOURNEY = torch.tensor([[0.43, 0.15, 0.89], [0.55, 0.87, 0.66], [0.57, 0.85, 0.64],
@@ -105,6 +105,9 @@ def expect_mask_buffer(structure, class_name, context_length):
         fail(f"The `mask` buffer should have shape {shape_text(expected_shape)},"
              f" got {shape_text(getattr(mask, 'shape', ()))}.")
     keep = torch.tril(torch.ones(expected_shape, dtype=torch.bool))
+    if torch.equal(mask != 0, keep.tril(-1)) or torch.equal(mask != 0, ~keep.tril(-1)):
+        fail("The `mask` buffer hides the diagonal too, but every token must see itself: use"
+             " torch.tril(torch.ones(context_length, context_length)) without diagonal=-1.")
     if not (torch.equal(mask != 0, keep) or torch.equal(mask != 0, ~keep)):
         fail("The `mask` buffer is not a causal (triangular) mask: build it with"
              " torch.tril(torch.ones(context_length, context_length)).")
@@ -154,12 +157,19 @@ def random_scores(rng, shape):
 
 def expect_embeddings(student, name, shape):
     """A notebook variable holding a module's output for a random batch."""
-    if student.kind(name) == "missing":
+    kind = student.kind(name)
+    if kind == "missing":
         fail(f"`{name}` is not defined. Store the model's output in a variable with that name.")
+    if kind in ("class", "function"):
+        fail(f"`{name}` holds the model (or a function), not a tensor: store the model's output,"
+             " model(x_batch).")
     value = expect_tensor(student.value(name), f"`{name}`", shape=shape, dtype=torch.float32)
     if value.std() == 0:
         fail(f"Every entry of `{name}` is the same number: run the model on a random batch"
              " (torch.randn) and store its output.")
+    if torch.equal(value, value[:1, :1].expand_as(value)):
+        fail(f"Every row of `{name}` is the same row: the input had no information in it. Run"
+             " the model on a random batch (torch.randn) and store its output.")
 
 
 def expect_registered_heads(structure, num_heads, head_params, class_name):
@@ -183,7 +193,7 @@ def expect_registered_heads(structure, num_heads, head_params, class_name):
 
 
 def one_module_forward(x, params, num_heads, scale_by=None, split="transpose",
-                       merge="transpose", project=True):
+                       merge="transpose", project=True, softmax_dim=-1):
     """Multi-head attention from a parameter dict, with switches that reproduce
     common mistakes (used only to name a mistake in the feedback)."""
     batch, tokens, _ = x.shape
@@ -202,7 +212,8 @@ def one_module_forward(x, params, num_heads, scale_by=None, split="transpose",
     queries, keys, values = (split_heads(linear(n, x)) for n in ("W_query", "W_key", "W_value"))
     scores = queries @ keys.transpose(2, 3)
     future = torch.triu(torch.ones(tokens, tokens, dtype=torch.bool), diagonal=1)
-    weights = torch.softmax(scores.masked_fill(future, float("-inf")) / (scale_by or d_head) ** 0.5, -1)
+    weights = torch.softmax(scores.masked_fill(future, float("-inf")) / (scale_by or d_head) ** 0.5,
+                            softmax_dim)
     context = weights @ values
     if merge == "transpose":
         context = context.transpose(1, 2)
@@ -217,10 +228,13 @@ ONE_MODULE_MISTAKES = (
     ({"merge": "view"}, "the heads are merged without moving tokens first again: call"
      " .transpose(1, 2) before .contiguous().view(B, N, d_out)."),
     ({"project": False}, "the output projection is missing: return self.projection(context)."),
+    ({"softmax_dim": 1}, "softmax ran over the wrong dimension, dim=1 (the heads), which turns"
+     " the masked -inf scores into NaN. Use dim=-1 (the keys)."),
 )
 
 
-def one_module_mistakes(x, params, num_heads):
+def one_module_mistakes(x, ref, num_heads):
+    params = {name: p.detach() for name, p in ref.named_parameters()}
     d_out = params["W_query.weight"].shape[0]
     variants = []
     for switches, explanation in ONE_MODULE_MISTAKES:
@@ -251,15 +265,38 @@ def expect_dropout_on_weights(student, handle, x, heads=1):
 def expect_reference_output(student, reference, class_name, args, x, rng, what, hint, mistakes=None):
     """Same parameters, same input: the student's output must match the reference's.
 
-    `mistakes(x, params)` may return (output, explanation) pairs that name a mistake.
+    `mistakes(x, ref)` may return (output, explanation) pairs that name a mistake;
+    they are tried before anything else, NaNs included.
     """
     handle, ref = paired(student, reference, class_name, args, rng)
     with torch.no_grad():
         expected = ref(x)
-    got = student_forward(student, handle, x, shape=expected.shape)
+    got = expect_tensor(student.forward(handle, x), what, shape=expected.shape, finite=False)
     if mistakes is not None and not close(got, expected):
-        params = {name: p.detach() for name, p in ref.named_parameters()}
-        for variant, explanation in mistakes(x, params):
-            if close(got, variant):
-                fail(f"{what} are not right: {explanation}")
+        with torch.no_grad():
+            name_mistake(got, mistakes(x, ref), what)
     expect_close(got, expected, what, hint)
+
+
+def causal_mistakes(x, ref):
+    """What a CausalAttention that scales by sqrt(d_in) instead of sqrt(d_out) returns."""
+    queries, keys, values = ref.W_query(x), ref.W_key(x), ref.W_value(x)
+    n = x.shape[1]
+    future = torch.triu(torch.ones(n, n, dtype=torch.bool), diagonal=1)
+    scores = (queries @ keys.transpose(1, 2)).masked_fill(future, float("-inf"))
+    by_d_in = torch.softmax(scores / x.shape[-1] ** 0.5, dim=-1) @ values
+    return [(by_d_in, "the scores are scaled by sqrt(d_in), the input size; scale them by"
+             " sqrt(d_out), the size of the queries and keys.")]
+
+
+def language_model_mistakes(ids, ref):
+    """What BadLM_V2 returns without position embeddings, or without attention."""
+    positions = ref.pos_embs(torch.arange(ids.shape[1]))
+    tokens = ref.token_embs(ids)
+    return [
+        (ref.prediction_layer(ref.att(tokens)),
+         "the position embeddings are not added: embeddings = token_embs(ids) + pos_embs(positions)."),
+        (ref.prediction_layer(tokens + positions),
+         "the attention layer is skipped: pass the embeddings through self.att before"
+         " prediction_layer."),
+    ]

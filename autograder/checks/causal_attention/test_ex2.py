@@ -7,6 +7,16 @@ from autograder.verdict import diagnose_weights, expect_tensor
 from .common import random_scores, randn, scale_mistakes, weights_from
 
 NAME = "mask_before_softmax"
+
+
+def mistakes(reference, qkt, d_out):
+    """Wrong scalings, and scaling the weights after softmax instead of the scores before."""
+    after = reference.mask_before_softmax(qkt, 1) / d_out ** 0.5
+    return scale_mistakes(reference.mask_before_softmax, qkt, d_out) + [
+        (after, "the weights are divided by sqrt(d_out) after softmax, so rows no longer sum"
+         " to 1. Scale the scores before softmax.")]
+
+
 NOTEBOOK_QKT = torch.tensor([[0.1, 0.2, 0.3], [0.4, 0.5, 0.6], [0.7, 0.8, 0.9]])
 
 
@@ -14,7 +24,7 @@ def test_notebook_values(student, reference):
     """Gives the expected weights for the 3x3 scores in the notebook"""
     expected = reference.mask_before_softmax
     diagnose_weights(weights_from(student, NAME, NOTEBOOK_QKT, 100), expected(NOTEBOOK_QKT, 100),
-                     "The attention weights", scale_mistakes(expected, NOTEBOOK_QKT, 100))
+                     "The attention weights", mistakes(reference, NOTEBOOK_QKT, 100))
 
 
 @pytest.mark.weight(2)
@@ -26,7 +36,7 @@ def test_random_scores(student, reference, rng, shape):
                         f"For scores of shape {shape}, the result", shape=shape)
     expected = reference.mask_before_softmax
     diagnose_weights(got, expected(qkt, d_out), "The attention weights",
-                     scale_mistakes(expected, qkt, d_out))
+                     mistakes(reference, qkt, d_out))
 
 
 def test_large_scores(student, reference, rng):
@@ -34,4 +44,4 @@ def test_large_scores(student, reference, rng):
     qkt = randn(rng, 6, 6) * 50
     expected = reference.mask_before_softmax
     diagnose_weights(weights_from(student, NAME, qkt, 4), expected(qkt, 4),
-                     "For large scores, the attention weights", scale_mistakes(expected, qkt, 4))
+                     "For large scores, the attention weights", mistakes(reference, qkt, 4))

@@ -4,7 +4,9 @@ import torch
 
 from autograder.verdict import diagnose_weights, fail
 
-from .common import (expect_reference_output, JOURNEY, expect_dropout_on_weights, expect_mask_buffer, expect_moves_to_meta, expect_no_leak, paired, randn,
+from autograder.verdict import expect_tensor
+
+from .common import (causal_mistakes, expect_reference_output, JOURNEY, expect_dropout_on_weights, expect_mask_buffer, expect_moves_to_meta, expect_no_leak, paired, randn,
                      scale_mistakes, student_forward)
 
 NAME = "CausalAttention"
@@ -45,7 +47,8 @@ def test_structure(student, qkv_bias):
 def test_reference_values(student, reference, rng, tokens):
     """Matches the reference output with the same weights, for full and short inputs"""
     expect_reference_output(student, reference, NAME, (6, 4, 12), randn(rng, 3, tokens, 6), rng,
-                            f"With {tokens} of 12 tokens, the outputs", VALUE_HINT)
+                            f"With {tokens} of 12 tokens, the outputs", VALUE_HINT,
+                            mistakes=causal_mistakes)
 
 
 def test_attention_weights(student, reference, rng):
@@ -57,7 +60,8 @@ def test_attention_weights(student, reference, rng):
                        overrides={"W_query.weight": w_q, "W_key.weight": w_k,
                                   "W_value.weight": torch.eye(d)})
     x = torch.eye(d)[:n].unsqueeze(0)
-    got = student_forward(student, handle, x, shape=(1, n, d))[..., :n]
+    # NaNs are allowed here: where they are tells which mistake made them.
+    got = expect_tensor(student.forward(handle, x), "The output", shape=(1, n, d), finite=False)[..., :n]
     scores = (x @ w_q.T) @ (x @ w_k.T).transpose(1, 2)
     expected = reference.mask_before_softmax(scores, d)
     diagnose_weights(got, expected, "The attention weights",

@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from autograder.verdict import fail
+from autograder.verdict import expect_tensor, fail
 
 from .common import (expect_reference_output, JOURNEY, expect_embeddings, expect_no_leak, expect_registered_heads, paired, randn,
                      student_forward)
@@ -14,8 +14,20 @@ NAME = "MultiHeadAttention"
 def test_output_shape(student, rng, batch, tokens, heads):
     """Returns (B, N, d_out) for several batch sizes, lengths and numbers of heads"""
     handle = student.new(NAME, (5, 6, heads, 10))
-    student_forward(student, handle, randn(rng, batch, tokens, 5), shape=(batch, tokens, 6),
-                    what=f"With {heads} heads and an input of shape {(batch, tokens, 5)}, the output")
+    what = f"With {heads} heads and an input of shape {(batch, tokens, 5)}, the output"
+    output = expect_tensor(student.forward(handle, randn(rng, batch, tokens, 5)), what, finite=False)
+    d_head = 6 // heads
+    shape = tuple(output.shape)
+    if shape == (batch, tokens * heads, d_head) or shape == (batch * heads, tokens, d_head):
+        fail(f"{what} has shape {shape}: the heads are concatenated along the wrong dimension."
+             " Concatenate along the last dimension (features): torch.cat(..., dim=-1).")
+    if len(shape) == 4 and sorted(shape) == sorted((batch, tokens, d_head, heads)):
+        fail(f"{what} has shape {shape}: torch.stack adds a new dimension for the heads. Join"
+             " them with torch.cat(..., dim=-1) so the features sit side by side.")
+    if shape == (batch, tokens, 6 * heads):
+        fail(f"{what} has shape {shape}: every head returns d_out features. Each head should"
+             " return d_head = d_out // num_heads, so that together they give d_out.")
+    expect_tensor(output, what, shape=(batch, tokens, 6))
 
 
 def test_heads_registered(student):

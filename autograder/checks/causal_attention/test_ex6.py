@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from autograder.verdict import diagnose_weights, fail
+from autograder.verdict import diagnose_weights, expect_tensor, fail
 
 from .common import (expect_reference_output, JOURNEY, expect_dropout_on_weights, expect_mask_buffer, expect_moves_to_meta, expect_no_leak, one_module_mistakes,
                      paired, randn, scale_mistakes, student_forward)
@@ -59,7 +59,7 @@ def test_reference_values(student, reference, rng, tokens):
         f"With {tokens} of 10 tokens, the outputs",
         "Check the head split (view, then transpose), the scale (sqrt(d_head)), the"
         " merge (transpose back, then view) and the final projection.",
-        mistakes=lambda x, params: one_module_mistakes(x, params, 3))
+        mistakes=lambda x, ref: one_module_mistakes(x, ref, 3))
 
 
 def test_attention_weights(student, reference, rng):
@@ -73,7 +73,7 @@ def test_attention_weights(student, reference, rng):
                  "projection.weight": torch.eye(d), "projection.bias": torch.zeros(d)}
     handle, _ = paired(student, reference, NAME, (d, d, heads, 8), rng, overrides=overrides)
     x = torch.eye(d_head)[:n].repeat(1, heads).unsqueeze(0)  # (1, n, d)
-    out = student_forward(student, handle, x, shape=(1, n, d))
+    out = expect_tensor(student.forward(handle, x), "The output", shape=(1, n, d), finite=False)
     got = torch.stack([out[0, :, h * d_head: h * d_head + n] for h in range(heads)]).unsqueeze(0)
     split = lambda t: t.view(1, n, heads, d_head).transpose(1, 2)
     scores = split(x @ w_q.T) @ split(x @ w_k.T).transpose(2, 3)

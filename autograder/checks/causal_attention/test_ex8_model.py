@@ -3,9 +3,10 @@ import pytest
 import torch
 
 from autograder.student import StudentError
-from autograder.verdict import expect_tensor, fail
+from autograder.verdict import expect_tensor, fail, hint_for
 
-from .common import expect_moves_to_meta, expect_reference_output, paired, student_forward
+from .common import (expect_moves_to_meta, expect_reference_output, language_model_mistakes, paired,
+                     student_forward)
 
 NAME = "BadLM_V2"
 ARGS = (8, 50, 12, 12, 3)  # context_length, vocab_size, emb_dim, att_dim, num_heads
@@ -22,9 +23,10 @@ def test_output_shape(student, rng, batch, n):
     try:
         output = student.forward(handle, tokens(rng, batch, n))
     except StudentError as error:
+        size_error = "must match the size" in str(error)
         hint = (" Build positions for the N tokens you got, torch.arange(N), not"
-                " arange(context_length).") if n < ARGS[0] else ""
-        fail(f"For token ids of shape {(batch, n)}, your model failed: {error}.{hint}")
+                " arange(context_length).") if n < ARGS[0] and size_error else " " + hint_for(str(error))
+        fail(f"For token ids of shape {(batch, n)}, your model failed: {error}.{hint.rstrip()}")
     expect_tensor(output, f"For token ids of shape {(batch, n)}, the output", shape=(batch, n, 50))
 
 
@@ -60,7 +62,7 @@ def test_reference_values(student, reference, rng, n):
     expect_reference_output(student, reference, NAME, ARGS, tokens(rng, 2, n), rng,
                             f"With {n} of 8 tokens, the scores",
                             "Add token and position embeddings (positions 0..N-1), run att, then"
-                            " prediction_layer.")
+                            " prediction_layer.", mistakes=language_model_mistakes)
 
 
 def test_no_future_leak(student, reference, rng):
