@@ -8,7 +8,8 @@ Modules, in the order data flows through them:
     plugin     pytest plugin: `student`, `reference`, `rng` fixtures, clean diagnostics
     runner     run one grade cell's checks, return a score and messages
     kernel     the entry point nbgrader's hidden test cells call
-    validate   instructors: checks vs solutions (all pass) and stubs (all fail)
+    corpus     realistic mistakes and alternative styles, as submissions with expected outcomes
+    validate   instructors: grade solutions, stubs and the corpus; what each check catches
     submissions find, read and sanitize submitted notebooks (restore locked cells)
     wire       frames between grader and sandbox; only plain data comes back
     agent      runs inside the sandbox: a warm interpreter forking one child per submission

@@ -1,6 +1,5 @@
 """`autograder grade`: grade a batch of submissions, resumably, and write every output."""
 import time
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,7 +34,7 @@ def grade_batch(assignment, paths, course, out_dir=None, jobs=2, limits=None, fo
     submissions = discover(paths, assignment)
     todo = [s for s in submissions if force or not _is_done(out_dir, s)]
     spec = BatchSpec(assignment=assignment, course=str(course), seed=batch_seed(out_dir, seed, force),
-                     run_id=uuid.uuid4().hex[:12], limits=dict(limits or {}),
+                     limits=dict(limits or {}),
                      autograded_dir=str(course / "autograded"))
     report = BatchReport(skipped=len(submissions) - len(todo), out_dir=out_dir)
     scheduler = scheduler or LocalScheduler(jobs)

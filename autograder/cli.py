@@ -31,22 +31,33 @@ def cmd_release(args):
 
 
 def cmd_validate(args):
-    from .validate import is_clean, validate
+    from .validate import validate
 
-    rows = validate(args.assignment, seed=args.seed)
-    table = Table(title=f"Hidden checks of {args.assignment}")
-    for column in ("grade cell", "checks", "pass on solutions", "fail on stubs"):
+    console.print(f"Grading the solutions, the release and the corpus of {args.assignment} ...")
+    report = validate(args.assignment, seed=args.seed, jobs=args.jobs, out_dir=args.out)
+    table = Table(title=f"Hidden checks of {args.assignment} (seed {args.seed})")
+    for column in ("grade cell", "checks", "pass on solutions", "fail on stubs", "mistakes caught",
+                   "alternatives accepted", "checks that caught no mistake"):
         table.add_column(column)
-    for row in rows:
-        table.add_row(row["grade_id"], str(row["checks"]), str(row["solutions_pass"]), str(row["stubs_fail"]))
+    for cell in report.cells.values():
+        table.add_row(cell.grade_id, str(cell.checks), f"{cell.solutions_pass}/{cell.checks}",
+                      f"{cell.stubs_fail}/{cell.checks}", f"{cell.caught}/{cell.mistakes}",
+                      f"{cell.accepted}/{cell.alternatives}", ", ".join(cell.idle_checks) or "-")
+    cells = report.cells.values()
+    table.add_row("all", str(sum(c.checks for c in cells)), str(sum(c.solutions_pass for c in cells)),
+                  str(sum(c.stubs_fail for c in cells)),
+                  f"{sum(c.caught for c in cells)}/{sum(c.mistakes for c in cells)}",
+                  f"{sum(c.accepted for c in cells)}/{sum(c.alternatives for c in cells)}", "")
     console.print(table)
-    for row in rows:
-        for problem in row["failures"]:
-            console.print(f"[red]{row['grade_id']}[/red] {problem}")
-    if not is_clean(rows):
-        console.print("[red]Not clean:[/red] every check must pass on the solutions and fail on the stubs.")
+    for name, problems in report.problems.items():
+        for problem in problems:
+            console.print(f"[red]{name}[/red]: {problem}")
+    if not report.clean:
+        console.print("[red]Not clean.[/red] Each line above is a check that misses a mistake, rejects a"
+                      " correct answer, or gives feedback that does not name the mistake.")
         return 1
-    console.print("Clean: every check passes on the solutions and fails on the release stubs.")
+    console.print(f"Clean ({report.seconds:.0f} s): the solutions pass, the release fails, every corpus"
+                  " mistake is caught and named, every alternative gets full marks.")
     return 0
 
 
@@ -167,9 +178,11 @@ def main(argv=None):
     p = sub.add_parser("release", help="build, then nbgrader generate_assignment -> release/")
     p.add_argument("assignments", nargs="*")
     p.set_defaults(func=cmd_release)
-    p = sub.add_parser("validate", help="hidden checks vs solutions (all pass) and stubs (all fail)")
+    p = sub.add_parser("validate", help="grade solutions, stubs and the mistakes corpus; report what the checks catch")
     p.add_argument("assignment", choices=ASSIGNMENTS)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="input seed (default 0)")
+    p.add_argument("--jobs", type=int, default=0, help="parallel workers (default: number of cores)")
+    p.add_argument("--out", help="keep the result files in this folder")
     p.set_defaults(func=cmd_validate)
     p = sub.add_parser("demo", help="release, grade the example submissions in sandboxes, print grades")
     p.add_argument("--course", default=str(ROOT), help="course directory (default: this repository)")

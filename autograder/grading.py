@@ -25,7 +25,6 @@ class BatchSpec:
     assignment: str
     course: str
     seed: int
-    run_id: str
     limits: dict = field(default_factory=dict)
     autograded_dir: str = ""  # where to write nbgrader's autograded/ notebooks ("" = don't)
 
@@ -211,7 +210,7 @@ def build_result(spec, base, points, checks, notes, cell_errors, started):
                  "weight": c.weight, "message": c.message} for c in cell.checks]},
         })
     extra = {**base, "assignment": spec.assignment, "status": "graded", "seed": spec.seed,
-             "run_id": spec.run_id, "notes": notes,
+             "notes": notes,
              "cell_errors": [{"cell": e["cell"], "error": e["error"]} for e in cell_errors]}
     output = [f"{extra['student_id']}: {round(total, 2):g} / {sum(points.values()):g} points"]
     output += [f"Note: {note}" for note in notes]
@@ -232,7 +231,7 @@ def build_result(spec, base, points, checks, notes, cell_errors, started):
 def invalid_result(spec, base, message, started):
     points = grade_cells(_state["source"])
     extra = {**base, "assignment": spec.assignment, "status": "invalid", "seed": spec.seed,
-             "run_id": spec.run_id, "notes": [message], "cell_errors": []}
+             "notes": [message], "cell_errors": []}
     return {
         "score": 0.0,
         "max_score": sum(points.values()),

@@ -62,6 +62,6 @@ def worker_failure(spec, submission, error):
         "output": "The grader failed on this submission; it will be graded again on the next run.",
         "extra_data": {"student_id": submission.student_id, "path": str(submission.path),
                        "assignment": spec.assignment, "status": "error", "seed": spec.seed,
-                       "run_id": spec.run_id, "notes": [f"grader error: {type(error).__name__}: {error}"],
+                       "notes": [f"grader error: {type(error).__name__}: {error}"],
                        "cell_errors": []},
     }

@@ -1,13 +1,24 @@
-"""For instructors: do the hidden checks pass the solutions and fail the stubs?"""
+"""For instructors: do the hidden checks catch what they should, and only that?
+
+`validate` grades, with the real batch grader (sandboxes and all), the reference
+solutions, the untouched release and every corpus entry, then reports per
+graded cell: checks that pass on the solutions and fail on the stubs, mistakes
+caught with the right diagnostic, alternatives at full marks, and the checks
+that caught no mistake at all.
+"""
 import contextlib
 import io
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import nbformat
 
+from . import ROOT
+from .corpus import SOLUTIONS, STUBS, check_outcomes, judge, load, write_submissions
 from .nbgrader_steps import release_path
-from .reference import solved_namespace
-from .runner import run_checks
-from .student import NamespaceStudent
 
 
 def release_namespace(assignment, course=None):
@@ -24,25 +35,104 @@ def release_namespace(assignment, course=None):
     return namespace
 
 
-def validate(assignment, seed=0):
-    """[(grade id, checks, passed on solutions, failed on stubs)] for every grade cell."""
-    with contextlib.redirect_stdout(io.StringIO()):
-        solved = solved_namespace(assignment)
-    on_solutions = run_checks(assignment, NamespaceStudent(solved), seed=seed)
-    on_stubs = run_checks(assignment, NamespaceStudent(release_namespace(assignment)), seed=seed)
-    rows = []
-    for grade_id, solved in on_solutions.items():
-        stub = on_stubs[grade_id]
-        rows.append({
-            "grade_id": grade_id,
-            "checks": len(solved.checks),
-            "solutions_pass": sum(c.passed for c in solved.checks),
-            "stubs_fail": sum(not c.passed for c in stub.checks),
-            "failures": [f"{c.name}: {c.message}" for c in solved.checks if not c.passed]
-                        + [f"{c.name} passes on the stub" for c in stub.checks if c.passed],
-        })
-    return rows
+@dataclass
+class CellReport:
+    grade_id: str
+    checks: int = 0
+    solutions_pass: int = 0
+    stubs_fail: int = 0
+    mistakes: int = 0
+    caught: int = 0
+    alternatives: int = 0
+    accepted: int = 0
+    idle_checks: list = field(default_factory=list)  # checks no mistake ever failed
 
 
-def is_clean(rows):
-    return all(r["solutions_pass"] == r["checks"] == r["stubs_fail"] and r["checks"] for r in rows)
+@dataclass
+class Validation:
+    assignment: str
+    seed: int
+    cells: dict  # grade id -> CellReport
+    problems: dict  # submission name -> [what went wrong]
+    results: dict  # submission name -> result
+    seconds: float
+
+    @property
+    def clean(self):
+        return not self.problems and all(c.checks for c in self.cells.values())
+
+
+def validate(assignment, seed=0, jobs=None, out_dir=None, only=None):
+    """Grade solutions, stubs and corpus with `seed`; results go to `out_dir` (default: a temporary folder)."""
+    with tempfile.TemporaryDirectory(prefix="autograder-validate-") as scratch:
+        return grade_corpus(assignment, Path(scratch) / "corpus", seed, jobs,
+                            out_dir or Path(scratch) / "graded", only)
+
+
+def grade_corpus(assignment, folder, seed, jobs, out_dir, only=None):
+    """Write the submissions to `folder` unless they are there, grade them all, summarize.
+
+    `only` limits the corpus to the entries with these names.
+    """
+    from .batch import grade_batch, read_source
+    from .submissions import grade_cells
+
+    with tempfile.TemporaryDirectory(prefix="autograder-validate-") as scratch:
+        course = _course_copy(Path(scratch), assignment)
+        cells = list(grade_cells(read_source(course, assignment)))
+        entries = [e for e in load(assignment, cells) if only is None or e.name in only]
+        folder = Path(folder)
+        if not folder.exists():
+            write_submissions(assignment, entries, release_path(assignment), folder)
+        paths = [folder / f"{name}.ipynb" for name in (SOLUTIONS, STUBS, *(e.name for e in entries))]
+        report = grade_batch(assignment, paths, course, out_dir=out_dir,
+                             jobs=jobs or os.cpu_count() or 1, force=True, seed=seed)
+    results = {r["extra_data"]["student_id"]: r for r in report.results}
+    return summarize(assignment, seed, cells, entries, results, report.seconds)
+
+
+def summarize(assignment, seed, cells, entries, results, seconds):
+    reports = {cell: CellReport(cell) for cell in cells}
+    problems = {}
+    solved, stubs = results.get(SOLUTIONS), results.get(STUBS)
+    if solved is None or stubs is None or any(r["extra_data"]["status"] != "graded" for r in (solved, stubs)):
+        problems["grader"] = ["the reference solutions or the release could not be graded"]
+        return Validation(assignment, seed, reports, problems, results, seconds)
+    on_solutions, on_stubs = check_outcomes(solved), check_outcomes(stubs)
+    for (cell, check), passed in on_solutions.items():
+        report = reports[cell]
+        report.checks += 1
+        report.solutions_pass += passed
+        report.stubs_fail += not on_stubs.get((cell, check), True)
+        if not passed:
+            problems.setdefault(SOLUTIONS, []).append(f"{cell} {check} fails on the solutions")
+        if on_stubs.get((cell, check), True):
+            problems.setdefault(STUBS, []).append(f"{cell} {check} passes on the untouched release")
+    caught_by_some = set()
+    for entry in entries:
+        result = results.get(entry.name)
+        found = judge(entry, result) if result else ["no result"]
+        report = reports[entry.exercise]
+        if entry.outcome == "mistake":
+            report.mistakes += 1
+            report.caught += not found
+            caught_by_some |= {key for key, passed in check_outcomes(result or {"tests": []}).items() if not passed}
+        else:
+            report.alternatives += 1
+            report.accepted += not found
+        if found:
+            problems[entry.name] = found
+    for cell, check in on_solutions:
+        if (cell, check) not in caught_by_some:
+            reports[cell].idle_checks.append(check)
+    return Validation(assignment, seed, reports, problems, results, seconds)
+
+
+def _course_copy(scratch, assignment):
+    """A throwaway course, so corpus "students" never reach the real gradebook."""
+    course = scratch / "course"
+    course.mkdir()
+    shutil.copy(ROOT / "nbgrader_config.py", course)
+    for folder in ("source", "release"):
+        shutil.copytree(ROOT / folder / assignment, course / folder / assignment)
+    return course

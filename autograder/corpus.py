@@ -1,0 +1,156 @@
+"""The grading-accuracy corpus: realistic mistakes and correct answers in other styles.
+
+`tests/corpus/<assignment>.toml` lists submissions. Each one starts from the
+reference solutions and changes one exercise, either by text edits on the
+solution (`[[entry.edit]]` with `cell`, `old`, `new`) or by replacing whole
+answer cells (`[entry.code]`, answer cell = new source). Every entry says what
+the grader must do with it:
+
+    outcome = "mistake"      the graded cell `exercise` loses points, its
+                             feedback matches the regex `diagnostic`, and no
+                             other graded cell loses points except those in
+                             `also` (cells that build on the broken one)
+    outcome = "alternative"  full marks everywhere
+
+Two entries are implicit: the reference solutions (every check passes) and the
+untouched release (every check fails).
+"""
+import re
+import tomllib
+from dataclasses import dataclass, field
+
+import nbformat
+
+from . import ROOT
+from .examples import filled_notebook
+
+CORPUS_DIR = ROOT / "tests" / "corpus"
+SOLUTIONS, STUBS = "reference-solutions", "untouched-release"
+OUTCOMES = ("mistake", "alternative")
+FIELDS = {"name", "exercise", "outcome", "about", "diagnostic", "also", "edit", "code"}
+
+
+class CorpusError(ValueError):
+    """The corpus file is malformed; the message names the entry."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    name: str  # also the student id its notebook is graded under
+    exercise: str  # the graded cell it is about
+    outcome: str
+    about: str  # what the student did, in a few words
+    diagnostic: str = ""  # regex the feedback must match (mistakes)
+    also: tuple = ()
+    edits: dict = field(default_factory=dict)  # answer cell -> [(old, new)]
+    code: dict = field(default_factory=dict)  # answer cell -> new source
+
+
+def corpus_path(assignment):
+    return CORPUS_DIR / f"{assignment}.toml"
+
+
+def load(assignment, cells):
+    """The entries of the assignment's corpus; `cells` are its graded cell ids."""
+    path = corpus_path(assignment)
+    if not path.exists():
+        return []
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as error:
+        raise CorpusError(f"{path.name} is not valid TOML: {error}") from None
+    entries, seen = [], {SOLUTIONS, STUBS}
+    for raw in data.get("entry", []):
+        entry = _entry(raw, set(cells))
+        if entry.name in seen:
+            raise CorpusError(f"two entries are named {entry.name!r}")
+        seen.add(entry.name)
+        entries.append(entry)
+    return entries
+
+
+def _entry(raw, cells):
+    name = raw.get("name", "?")
+    problem = None
+    if set(raw) - FIELDS:
+        problem = f"unknown fields {sorted(set(raw) - FIELDS)}"
+    elif not re.fullmatch(r"[a-z0-9][a-z0-9_-]*", name):
+        problem = "needs a name of lower-case letters, digits, - and _"
+    elif raw.get("exercise") not in cells:
+        problem = f"exercise should be one of {sorted(cells)}"
+    elif raw.get("outcome") not in OUTCOMES:
+        problem = f"outcome should be one of {OUTCOMES}"
+    elif not raw.get("about"):
+        problem = "needs `about`: what the student did"
+    elif raw["outcome"] == "mistake" and not raw.get("diagnostic"):
+        problem = "a mistake needs the `diagnostic` its feedback must show"
+    elif not (raw.get("edit") or raw.get("code")):
+        problem = "needs an `edit` or `code` that makes the submission"
+    elif set(raw.get("also", ())) - cells:
+        problem = f"`also` names unknown cells {sorted(set(raw['also']) - cells)}"
+    if problem:
+        raise CorpusError(f"corpus entry {name!r}: {problem}")
+    edits = {}
+    for edit in raw.get("edit", []):
+        edits.setdefault(edit["cell"], []).append((edit["old"], edit["new"]))
+    return Entry(name=name, exercise=raw["exercise"], outcome=raw["outcome"], about=raw["about"],
+                 diagnostic=raw.get("diagnostic", ""), also=tuple(raw.get("also", ())),
+                 edits=edits, code=dict(raw.get("code", {})))
+
+
+def notebook(entry, release_nb, assignment):
+    """The entry's submission: the release with every answer filled in, then changed."""
+    try:
+        nb = filled_notebook(release_nb, assignment, entry.edits)
+    except ValueError as error:
+        raise CorpusError(f"corpus entry {entry.name!r}: {error}") from None
+    replaced = set()
+    for cell in nb.cells:
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if grade_id in entry.code:
+            cell.source = entry.code[grade_id]
+            replaced.add(grade_id)
+    if set(entry.code) - replaced:
+        raise CorpusError(f"corpus entry {entry.name!r}: no answer cell {sorted(set(entry.code) - replaced)}")
+    return nb
+
+
+def write_submissions(assignment, entries, release_file, folder):
+    """<folder>/<name>.ipynb for every entry, the solutions and the untouched release."""
+    release_nb = nbformat.read(release_file, as_version=4)
+    folder.mkdir(parents=True, exist_ok=True)
+    nbformat.write(filled_notebook(release_nb, assignment, {}), folder / f"{SOLUTIONS}.ipynb")
+    nbformat.write(release_nb, folder / f"{STUBS}.ipynb")
+    for entry in entries:
+        nbformat.write(notebook(entry, release_nb, assignment), folder / f"{entry.name}.ipynb")
+
+
+def judge(entry, result):
+    """What is wrong with how `result` treats `entry` ([] when it is right)."""
+    if result["extra_data"]["status"] != "graded":
+        return [f"was not graded: {result['output']}"]
+    tests = {t["name"]: t for t in result["tests"]}
+    lost = [name for name, t in tests.items() if t["score"] < t["max_score"]]
+    if entry.outcome == "alternative":
+        return [f"lost points on {name}: {_failures(tests[name])}" for name in lost]
+    problems = []
+    target = tests[entry.exercise]
+    if entry.exercise not in lost:
+        problems.append(f"not caught: {entry.exercise} got full marks")
+    elif not re.search(entry.diagnostic, _failures(target)):
+        problems.append(f"caught, but the feedback does not say /{entry.diagnostic}/: {_failures(target)}")
+    for name in lost:
+        if name != entry.exercise and name not in entry.also:
+            problems.append(f"also lost points on {name}: {_failures(tests[name])}")
+    return problems
+
+
+def check_outcomes(result):
+    """{(graded cell, check name): passed} from a result's per-check data."""
+    return {(t["name"], c["name"]): c["passed"]
+            for t in result["tests"] for c in t.get("extra_data", {}).get("checks", [])}
+
+
+def _failures(test):
+    messages = [c["message"] for c in test.get("extra_data", {}).get("checks", []) if not c["passed"]]
+    return " | ".join(messages) or test["output"]
