@@ -40,8 +40,11 @@ def test_random_scores(student, reference, rng, shape):
 
 
 def test_large_scores(student, reference, rng):
-    """Stays finite and exact for large scores"""
-    qkt = randn(rng, 6, 6) * 50
+    """Stays finite and exact for scores far from zero (around -1000)"""
+    # exp(-1000 / 2) underflows to 0, so a hand-written softmax gives 0 / 0; the
+    # differences between scores stay small, so a missing scale or a fill of 0
+    # still shows.
+    qkt = randn(rng, 6, 6) * 2 - 1000
     expected = reference.mask_before_softmax
     diagnose_weights(weights_from(student, NAME, qkt, 4), expected(qkt, 4),
-                     "For large scores, the attention weights", mistakes(reference, qkt, 4))
+                     "For scores far from zero, the attention weights", mistakes(reference, qkt, 4))
