@@ -1,69 +1,13 @@
 """Shared trusted-side steps for the `causal_attention` hidden checks."""
 import torch
 
-from autograder.verdict import close, expect_close, expect_tensor, fail, name_mistake, shape_text
+from autograder.verdict import expect_tensor, fail, shape_text
+
+from ..shared import randn
 
 # "Your journey starts with one step": the book's six 3-d token embeddings.
 JOURNEY = torch.tensor([[0.43, 0.15, 0.89], [0.55, 0.87, 0.66], [0.57, 0.85, 0.64],
                         [0.22, 0.58, 0.33], [0.77, 0.25, 0.10], [0.05, 0.80, 0.55]])
-
-
-def randn(rng, *shape):
-    return torch.randn(*shape, generator=rng)
-
-
-def reference_module(reference, class_name, *args, seed=0, **kwargs):
-    """The reference module, initialised from `seed` without touching global RNG state."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        return getattr(reference, class_name)(*args, **kwargs).eval()
-
-
-def randomize(module, rng, overrides=None):
-    """Give every parameter fresh values from `rng` (init order never matters)."""
-    overrides = overrides or {}
-    with torch.no_grad():
-        for name, param in module.named_parameters():
-            if name in overrides:
-                param.copy_(overrides[name])
-            else:
-                param.copy_(torch.randn(param.shape, generator=rng) / param.shape[-1] ** 0.5)
-    return module
-
-
-def paired(student, reference, class_name, args, rng, overrides=None, **kwargs):
-    """Build the student's and the reference module with identical parameters.
-
-    Parameters are copied by name, so the student's init order is irrelevant.
-    Returns (student handle, reference module).
-    """
-    if student.kind(class_name) != "class":
-        fail(f"`{class_name}` should be a class, but it is {student.kind(class_name)}.")
-    ref = randomize(reference_module(reference, class_name, *args, **kwargs), rng, overrides)
-    handle = student.new(class_name, args, kwargs)
-    params = {name: p.detach().clone() for name, p in ref.named_parameters()}
-    report = student.load_parameters(handle, params)
-    if report["missing"]:
-        names = ", ".join(report["missing"][:4])
-        fail(f"Your {class_name} has no parameter named {names}. Use the attribute names the"
-             f" exercise gives (and nn.Linear/nn.Embedding layers), so weights can be compared.")
-    if report["wrong_shape"]:
-        name, (got, want) = next(iter(report["wrong_shape"].items()))
-        fail(f"In your {class_name}, {name} has shape {shape_text(got)}; expected {shape_text(want)}.")
-    if report["extra"]:
-        fail(f"Your {class_name} has parameters the exercise does not ask for:"
-             f" {', '.join(report['extra'][:4])}.")
-    return handle, ref
-
-
-def reference_forward(module, *inputs, train=False):
-    module.train(train)
-    with torch.no_grad():
-        return module(*inputs)
-
-
-def student_forward(student, handle, *inputs, shape, what="The output"):
-    return expect_tensor(student.forward(handle, *inputs), what, shape=shape)
 
 
 def expect_no_leak(student, handle, x, make_later, what):
@@ -260,22 +204,6 @@ def expect_dropout_on_weights(student, handle, x, heads=1):
     if not torch.allclose(blocks, blocks[..., :1].expand_as(blocks), atol=1e-5):
         fail("Dropout is applied to the context vectors or the output, not to the attention"
              " weights: apply self.dropout to the weights, before multiplying by the values.")
-
-
-def expect_reference_output(student, reference, class_name, args, x, rng, what, hint, mistakes=None):
-    """Same parameters, same input: the student's output must match the reference's.
-
-    `mistakes(x, ref)` may return (output, explanation) pairs that name a mistake;
-    they are tried before anything else, NaNs included.
-    """
-    handle, ref = paired(student, reference, class_name, args, rng)
-    with torch.no_grad():
-        expected = ref(x)
-    got = expect_tensor(student.forward(handle, x), what, shape=expected.shape, finite=False)
-    if mistakes is not None and not close(got, expected):
-        with torch.no_grad():
-            name_mistake(got, mistakes(x, ref), what)
-    expect_close(got, expected, what, hint)
 
 
 def causal_mistakes(x, ref):

@@ -4,7 +4,8 @@ import torch
 
 from autograder.verdict import diagnose_weights, expect_tensor
 
-from .common import random_scores, randn, scale_mistakes, weights_from
+from ..shared import randn
+from .common import random_scores, scale_mistakes, weights_from
 
 NAME = "mask_before_softmax"
 

@@ -6,8 +6,9 @@ from autograder.verdict import diagnose_weights, fail
 
 from autograder.verdict import expect_tensor
 
-from .common import (causal_mistakes, expect_reference_output, JOURNEY, expect_dropout_on_weights, expect_mask_buffer, expect_moves_to_meta, expect_no_leak, paired, randn,
-                     scale_mistakes, student_forward)
+from ..shared import expect_reference_output, paired, randn, student_forward
+from .common import (causal_mistakes, expect_dropout_on_weights, expect_mask_buffer,
+                     expect_moves_to_meta, expect_no_leak, JOURNEY, scale_mistakes)
 
 NAME = "CausalAttention"
 VALUE_HINT = ("Check the scaling (sqrt(d_out)), the softmax dimension (-1) and that the"

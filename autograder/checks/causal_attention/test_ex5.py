@@ -4,8 +4,8 @@ import torch
 
 from autograder.verdict import expect_tensor, fail
 
-from .common import (expect_reference_output, JOURNEY, expect_embeddings, expect_no_leak, expect_registered_heads, paired, randn,
-                     student_forward)
+from ..shared import expect_reference_output, paired, randn, student_forward
+from .common import expect_embeddings, expect_no_leak, expect_registered_heads, JOURNEY
 
 NAME = "MultiHeadAttention"
 

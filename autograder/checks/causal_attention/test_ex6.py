@@ -4,8 +4,9 @@ import torch
 
 from autograder.verdict import diagnose_weights, expect_tensor, fail
 
-from .common import (expect_reference_output, JOURNEY, expect_dropout_on_weights, expect_mask_buffer, expect_moves_to_meta, expect_no_leak, one_module_mistakes,
-                     paired, randn, scale_mistakes, student_forward)
+from ..shared import expect_reference_output, paired, randn, student_forward
+from .common import (expect_dropout_on_weights, expect_mask_buffer, expect_moves_to_meta,
+                     expect_no_leak, JOURNEY, one_module_mistakes, scale_mistakes)
 
 NAME = "MultiHeadAttentionOneModule"
 

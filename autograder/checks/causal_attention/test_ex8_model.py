@@ -5,8 +5,8 @@ import torch
 from autograder.student import StudentError
 from autograder.verdict import expect_tensor, fail, hint_for
 
-from .common import (expect_moves_to_meta, expect_reference_output, language_model_mistakes, paired,
-                     student_forward)
+from ..shared import expect_reference_output, paired, student_forward
+from .common import expect_moves_to_meta, language_model_mistakes
 
 NAME = "BadLM_V2"
 ARGS = (8, 50, 12, 12, 3)  # context_length, vocab_size, emb_dim, att_dim, num_heads
