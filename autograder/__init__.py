@@ -22,4 +22,4 @@ Modules, in the order data flows through them:
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-ASSIGNMENTS = ("causal_attention",)
+ASSIGNMENTS = ("self_attention", "causal_attention")  # in course order

@@ -70,23 +70,23 @@ def cmd_demo(args):
     from .sandbox import isolation_warning
 
     course = Path(args.course).resolve()
-    assignment = "causal_attention"
     started = time.perf_counter()
-    if course == ROOT:
-        write_source(assignment)
-        console.print("Releasing with nbgrader generate_assignment ...")
-        release = generate_assignment(assignment, course)
-    else:
-        release = ROOT / "release" / assignment / f"{assignment}.ipynb"
-    students = write_examples(assignment, release, course / "submitted")
     warning = isolation_warning()
     if warning:
         console.print(f"[bold red]{warning}[/bold red]")
-    console.print(f"Grading {len(students)} example submissions in sandboxes ...")
-    report = grade_batch(assignment, [course / "submitted"], course, force=True,
-                         jobs=os.cpu_count() or 1)
-    print_results(report.results)
-    console.print(f"Done in {time.perf_counter() - started:.1f} s. Results: {report.out_dir};"
+    for assignment in ASSIGNMENTS:
+        if course == ROOT:
+            write_source(assignment)
+            console.print(f"Releasing {assignment} with nbgrader generate_assignment ...")
+            release = generate_assignment(assignment, course)
+        else:
+            release = ROOT / "release" / assignment / f"{assignment}.ipynb"
+        students = write_examples(assignment, release, course / "submitted")
+        console.print(f"Grading {len(students)} example submissions of {assignment} in sandboxes ...")
+        report = grade_batch(assignment, [course / "submitted"], course, force=True,
+                             jobs=os.cpu_count() or 1)
+        print_results(report.results, assignment)
+    console.print(f"Done in {time.perf_counter() - started:.1f} s. Results: {course / 'graded'};"
                   f" gradebook: {course / 'gradebook.db'} (try `nbgrader export`).")
     return 0
 
@@ -118,7 +118,7 @@ def cmd_grade(args):
                              seed=args.seed, on_result=advance)
     finally:
         progress.stop()
-    print_results(report.results)
+    print_results(report.results, args.assignment)
     for result in report.graded:
         if result["extra_data"]["status"] == "error":
             console.print(f"[red]{result['extra_data']['student_id']} not graded[/red] (will be retried): "
@@ -140,13 +140,14 @@ def _progress(enabled):
                     TimeElapsedColumn(), console=console, disable=not enabled, transient=True)
 
 
-def print_results(results):
+def print_results(results, assignment=""):
     scores = {}
     for result in results:
         row = {t["name"]: t["score"] for t in result["tests"]}
         row["total"] = result["score"]
         scores[result["extra_data"]["student_id"]] = row
-    print_grades(scores, title="Grades (autograded cells; the concept questions are graded in formgrader)")
+    print_grades(scores, title=f"Grades{' for ' + assignment if assignment else ''} (autograded cells;"
+                               " written answers are graded in formgrader)")
     problems = [(r["extra_data"]["student_id"], note) for r in results for note in r["extra_data"]["notes"]]
     for student, note in problems:
         console.print(f"[yellow]{student}[/yellow]: {note}")

@@ -21,6 +21,22 @@ EXAMPLES = {
     "dee": None,  # handed in the release untouched
 }
 
+# The same four kinds of student for the first assignment.
+SELF_ATTENTION_EXAMPLES = {
+    "ada": {},
+    "ben": {  # softmax over the queries in Ex3, sqrt(d_in) in Ex4
+        "ex3_answer": [("inputs.T, dim=-1)", "inputs.T, dim=0)")],
+        "ex4_answer": [("math.sqrt(keys.shape[-1])", "math.sqrt(x.shape[-1])")],
+    },
+    "cy": {  # softmax_stable without the shift; Ex6 copies without transposing
+        "ex2_answer": [("shifted = x - x.max(dim=dim, keepdim=True).values", "shifted = x")],
+        "ex6_answer": [("sa_v2.W_query.weight.T", "sa_v2.W_query.weight")],
+    },
+    "dee": None,
+}
+
+EXAMPLES_BY_ASSIGNMENT = {"causal_attention": EXAMPLES, "self_attention": SELF_ATTENTION_EXAMPLES}
+
 CONCEPT_ANSWER = "Masking hides future tokens so that each position only uses the past."
 
 
@@ -47,7 +63,7 @@ def write_examples(assignment, release_file, submitted_dir):
     """Write submitted/<student>/<assignment>/<assignment>.ipynb for every example."""
     release_nb = nbformat.read(release_file, as_version=4)
     paths = {}
-    for student, edits in EXAMPLES.items():
+    for student, edits in EXAMPLES_BY_ASSIGNMENT[assignment].items():
         nb = release_nb if edits is None else filled_notebook(release_nb, assignment, edits)
         path = submitted_dir / student / assignment / f"{assignment}.ipynb"
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -392,8 +392,8 @@ class Sandbox:
 
 
 # -- the student proxy -------------------------------------------------------------
-PROBES = ("kind", "value", "call", "new", "structure", "load_parameters", "forward",
-          "vjp", "meta_forward", "dataset", "batches")
+PROBES = ("kind", "value", "call", "call_with_modules", "new", "structure", "parameters",
+          "load_parameters", "forward", "vjp", "meta_forward", "dataset", "batches")
 
 
 class SandboxStudent:

@@ -174,6 +174,19 @@ class NamespaceStudent:
             },
         }
 
+    def parameters(self, handle):
+        """{name: value} of the module's parameters."""
+        module = self._module(handle)
+        if not isinstance(module, torch.nn.Module):
+            raise StudentError(f"{type(module).__name__} is not an nn.Module.")
+        return {name: to_plain(p, name) for name, p in module.named_parameters()}
+
+    def call_with_modules(self, name, handles):
+        """Call the function `name` on the modules behind `handles` (it may change them)."""
+        function = self._get(name)
+        result = self._run(f"`{name}`", function, *[self._module(h) for h in handles])
+        return to_plain(result, f"`{name}`")
+
     def load_parameters(self, handle, parameters):
         """Copy parameters by name; report names that are missing or the wrong shape."""
         module = self._module(handle)

@@ -124,6 +124,8 @@ ERROR_HINTS = (
     ("Could not load tiktoken", "Use the tokenizer you are given (the `tokenizer` argument);"
      " load GPT-2's only when none is passed."),
     ("must be tuple of ints", "Sizes must be integers: d_head = d_out // num_heads (not /)."),
+    ("as parameter", "A parameter can only be replaced by an nn.Parameter: copy the values in place"
+     " with param.copy_(...) under torch.no_grad(), or wrap them in nn.Parameter(...)."),
     ("is not defined", ""),
 )
 

@@ -11,10 +11,10 @@ from autograder.nbgrader_steps import release_path
 ASSIGNMENT = "causal_attention"
 
 
-def make_notebook(edits=None, after=None, untouched=False):
+def make_notebook(edits=None, after=None, untouched=False, assignment=ASSIGNMENT):
     """A submission: `edits` as in examples.EXAMPLES, plus `after` = {grade id: extra code cell}."""
-    release = nbformat.read(release_path(ASSIGNMENT), as_version=4)
-    nb = release if untouched else filled_notebook(release, ASSIGNMENT, edits or {})
+    release = nbformat.read(release_path(assignment), as_version=4)
+    nb = release if untouched else filled_notebook(release, assignment, edits or {})
     for grade_id, code in (after or {}).items():
         index = next(i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
         nb.cells.insert(index + 1, nbformat.v4.new_code_cell(code))
@@ -24,6 +24,14 @@ def make_notebook(edits=None, after=None, untouched=False):
 def example(student):
     edits = EXAMPLES[student]
     return make_notebook(untouched=True) if edits is None else make_notebook(edits)
+
+
+def empty_answers(nb):
+    """The notebook with every answer cell left empty."""
+    for cell in nb.cells:
+        if cell.metadata.get("nbgrader", {}).get("solution"):
+            cell.source = ""
+    return nb
 
 
 def write(folder, student, nb):

@@ -1,0 +1,40 @@
+"""Exercise 4: class SelfAttention_v1(d_in, d_out)."""
+import pytest
+import torch
+
+from autograder.verdict import fail
+
+from ..shared import expect_reference_output, randn, student_forward
+from .common import JOURNEY, expect_parameters, self_attention_mistakes
+
+NAME = "SelfAttention_v1"
+HINT = "Use nn.Parameter(torch.rand(d_in, d_out)) for W_query, W_key and W_value."
+
+
+def test_parameters(student):
+    """Has trainable W_query, W_key, W_value of shape (d_in, d_out), created in that order"""
+    handle = student.new(NAME, (5, 3))
+    structure = student.structure(handle)
+    expect_parameters(structure, {"W_query": (5, 3), "W_key": (5, 3), "W_value": (5, 3)}, NAME, HINT)
+    student_forward(student, handle, torch.zeros(4, 5), shape=(4, 3))
+
+
+@pytest.mark.weight(2)
+@pytest.mark.parametrize("tokens", [7, 1])
+def test_reference_values(student, reference, rng, tokens):
+    """Matches the reference output with the same weights (scaled by sqrt(d_out), softmax over keys)"""
+    expect_reference_output(student, reference, NAME, (5, 3), randn(rng, tokens, 5), rng,
+                            f"For {tokens} tokens, the outputs",
+                            "Check the scaling (sqrt(d_out)) and the softmax dimension (-1).",
+                            mistakes=self_attention_mistakes)
+
+
+def test_canonical_seeded_values(student):
+    """Gives the expected values for torch.manual_seed(123) on the notebook's sentence"""
+    handle = student.new(NAME, (3, 2), seed=123)
+    got = student_forward(student, handle, JOURNEY, shape=(6, 2))
+    expected = torch.tensor([0.2996, 0.8053])
+    if not torch.allclose(got[0], expected, atol=1e-4):
+        fail(f"With torch.manual_seed(123) and SelfAttention_v1(3, 2), the first output row should be"
+             f" {expected.tolist()}, got {[round(v, 4) for v in got[0].tolist()]}. Create W_query, W_key"
+             " and W_value in that order, each with torch.rand (not torch.randn).")

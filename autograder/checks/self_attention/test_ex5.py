@@ -1,0 +1,45 @@
+"""Exercise 5: class SelfAttention_v2(d_in, d_out, qkv_bias=False)."""
+import pytest
+import torch
+
+from autograder.verdict import fail
+
+from ..shared import expect_reference_output, randn, student_forward
+from .common import JOURNEY, expect_parameters, self_attention_mistakes
+
+NAME = "SelfAttention_v2"
+HINT = "Use nn.Linear(d_in, d_out, bias=qkv_bias) for W_query, W_key and W_value."
+
+
+@pytest.mark.parametrize("qkv_bias", [False, True])
+def test_layers(student, qkv_bias):
+    """W_query, W_key, W_value are nn.Linear(d_in, d_out), with a bias only when qkv_bias=True"""
+    handle = student.new(NAME, (5, 3), {"qkv_bias": qkv_bias})
+    expected = {}
+    for name in ("W_query", "W_key", "W_value"):
+        expected[f"{name}.weight"] = (3, 5)
+        if qkv_bias:
+            expected[f"{name}.bias"] = (3,)
+    expect_parameters(student.structure(handle), expected, NAME, HINT)
+    student_forward(student, handle, torch.zeros(4, 5), shape=(4, 3))
+
+
+@pytest.mark.weight(2)
+@pytest.mark.parametrize("qkv_bias", [False, True])
+def test_reference_values(student, reference, rng, qkv_bias):
+    """Matches the reference output with the same weights, with and without bias"""
+    expect_reference_output(student, reference, NAME, (5, 3), randn(rng, 6, 5), rng,
+                            f"With qkv_bias={qkv_bias}, the outputs",
+                            "Check the scaling (sqrt(d_out)) and the softmax dimension (-1).",
+                            mistakes=self_attention_mistakes, qkv_bias=qkv_bias)
+
+
+def test_canonical_seeded_values(student):
+    """Gives the expected values for torch.manual_seed(789) on the notebook's sentence"""
+    handle = student.new(NAME, (3, 2), seed=789)
+    got = student_forward(student, handle, JOURNEY, shape=(6, 2))
+    expected = torch.tensor([-0.0739, 0.0713])
+    if not torch.allclose(got[0], expected, atol=1e-4):
+        fail(f"With torch.manual_seed(789) and SelfAttention_v2(3, 2), the first output row should be"
+             f" {expected.tolist()}, got {[round(v, 4) for v in got[0].tolist()]}. Create W_query, W_key"
+             " and W_value in that order, as nn.Linear layers.")
