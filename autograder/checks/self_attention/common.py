@@ -63,3 +63,28 @@ def expect_parameters(structure, expected, class_name, hint):
     if list(got) != list(expected):
         fail(f"Your {class_name} creates its parameters in the order {list(got)}; create them in the"
              f" order {list(expected)}, so that a seed gives everyone the same start.")
+
+
+def expect_weight_rows(student, reference, class_name, args, rng, value_name, x_1, x_2=None, **kwargs):
+    """With one-hot tokens and an identity value matrix the output *is* the weight
+    matrix: each row must be a probability distribution over the tokens."""
+    from ..shared import paired
+    from autograder.verdict import expect_tensor
+
+    d = args[0]
+    handle, _ = paired(student, reference, class_name, args, rng,
+                       overrides={value_name: torch.eye(d)}, **kwargs)
+    inputs = (x_1,) if x_2 is None else (x_1, x_2)
+    keys = inputs[-1]
+    got = expect_tensor(student.forward(handle, *inputs), "The attention weights",
+                        shape=(x_1.shape[0], keys.shape[0]), finite=False)
+    rows, columns = got.sum(-1), got.sum(0)
+    if not torch.allclose(rows, torch.ones_like(rows), atol=1e-4):
+        if torch.allclose(columns, torch.ones_like(columns), atol=1e-4):
+            fail("Each column of the attention weights sums to 1 instead of each row: softmax ran"
+                 " over the wrong dimension (dim=0). Use dim=-1.")
+        fail("Each row of the attention weights should sum to 1, but the sums range from"
+             f" {rows.min().item():.4f} to {rows.max().item():.4f}. Apply softmax to the scores"
+             " over the last dimension.")
+    if (got < 0).any():
+        fail("Some attention weights are negative: they should come from softmax.")

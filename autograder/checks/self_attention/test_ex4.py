@@ -5,7 +5,7 @@ import torch
 from autograder.verdict import fail
 
 from ..shared import expect_reference_output, randn, student_forward
-from .common import JOURNEY, expect_parameters, self_attention_mistakes
+from .common import JOURNEY, expect_parameters, expect_weight_rows, self_attention_mistakes
 
 NAME = "SelfAttention_v1"
 HINT = "Use nn.Parameter(torch.rand(d_in, d_out)) for W_query, W_key and W_value."
@@ -36,5 +36,10 @@ def test_canonical_seeded_values(student):
     expected = torch.tensor([0.2996, 0.8053])
     if not torch.allclose(got[0], expected, atol=1e-4):
         fail(f"With torch.manual_seed(123) and SelfAttention_v1(3, 2), the first output row should be"
-             f" {expected.tolist()}, got {[round(v, 4) for v in got[0].tolist()]}. Create W_query, W_key"
+             f" {[round(v, 4) for v in expected.tolist()]}, got {[round(v, 4) for v in got[0].tolist()]}. Create W_query, W_key"
              " and W_value in that order, each with torch.rand (not torch.randn).")
+
+
+def test_weight_rows(student, reference, rng):
+    """Each token's attention weights are positive and sum to 1"""
+    expect_weight_rows(student, reference, NAME, (6, 6), rng, "W_value", torch.eye(6))

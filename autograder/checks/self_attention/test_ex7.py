@@ -6,7 +6,7 @@ from autograder.student import StudentError
 from autograder.verdict import expect_tensor, fail
 
 from ..shared import expect_reference_output, paired, randn
-from .common import cross_attention_mistakes, expect_parameters
+from .common import cross_attention_mistakes, expect_parameters, expect_weight_rows
 
 NAME = "CrossAttention"
 HINT = ("W_query and W_key are nn.Parameter(torch.rand(d_in, d_out_kq)), W_value is"
@@ -66,3 +66,8 @@ def test_second_input_is_looked_at(student, reference, rng):
     if not torch.allclose(first, out[:1], atol=1e-5):
         fail("The output for the first token of x_1 changes when the other tokens of x_1 are left"
              " out: the queries from x_1 should not be mixed with each other.")
+
+
+def test_weight_rows(student, reference, rng):
+    """Each query token's weights over the tokens of x_2 are positive and sum to 1"""
+    expect_weight_rows(student, reference, NAME, (5, 3, 5), rng, "W_value", randn(rng, 4, 5), torch.eye(5))
