@@ -12,3 +12,10 @@ c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 
 # The hidden checks import the `autograder` package, installed next to nbgrader.
 c.Execute.timeout = 120
+
+# Feedback shows students their results, never the hidden test cells' code:
+# nbgrader's own feedback keeps hidden tests unless told otherwise (issues #917, #1363).
+from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor  # noqa: E402
+from nbgrader.preprocessors import ClearHiddenTests, GetGrades  # noqa: E402
+
+c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, CSSHTMLHeaderPreprocessor]

@@ -18,6 +18,9 @@ Modules, in the order data flows through them:
     scheduler  the one interface between a batch and its workers (local processes today)
     outputs    results/<student>.json, grades.csv, nbgrader gradebook
     batch      `autograder grade`: resumable batches
+    feedback   one HTML page per student, from their result
+    report     the class report for TAs (histogram, exercises, common mistakes)
+    gradescope the Gradescope autograder zip, and grading inside it
 """
 from pathlib import Path
 

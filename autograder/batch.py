@@ -3,8 +3,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .outputs import (GradebookWriter, all_results, already_graded, batch_seed, sync_gradebook,
-                      write_grades_csv, write_result)
+from .outputs import (GradebookWriter, all_results, already_graded, batch_seed, record_wall_time,
+                      sync_gradebook, write_grades_csv, write_result)
 from .submissions import discover, grade_cells, sha256
 
 
@@ -53,7 +53,8 @@ def grade_batch(assignment, paths, course, out_dir=None, jobs=2, limits=None, fo
         clock("grading the rest")
     clock("stopping the workers")
     report.results = all_results(out_dir)
-    write_grades_csv(out_dir, report.results, list(grade_cells(read_source(course, assignment))))
+    source = read_source(course, assignment)
+    write_grades_csv(out_dir, report.results, list(grade_cells(source)))
     clock("grades.csv")
     if gradebook is None:
         sync_gradebook(course, assignment, report.results)
@@ -61,7 +62,26 @@ def grade_batch(assignment, paths, course, out_dir=None, jobs=2, limits=None, fo
         gradebook.finish(report.results)
     clock("gradebook")
     report.seconds = time.perf_counter() - started
+    record_wall_time(out_dir, report.seconds)
+    write_pages(assignment, out_dir, report.results, source,
+                [r for r in report.graded if r["extra_data"]["status"] != "error"])
+    clock("feedback and report pages")
     return report
+
+
+def write_pages(assignment, out_dir, results, source, new_results=None):
+    """feedback/<student>.html (for `new_results`, default all) and report.html."""
+    from .feedback import write_feedback
+    from .outputs import read_batch_file
+    from .report import render_report
+
+    write_feedback(out_dir, results if new_results is None else new_results, source)
+    page = render_report(assignment, results, source, read_batch_file(out_dir).get("last_wall_time"))
+    target = Path(out_dir) / "report.html"
+    temporary = target.with_name(".report.html.partial")
+    temporary.write_text(page)
+    temporary.replace(target)
+    return target
 
 
 def read_source(course, assignment):

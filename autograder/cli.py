@@ -128,9 +128,40 @@ def cmd_grade(args):
     mean = sum(r["score"] for r in report.results) / len(report.results) if report.results else 0.0
     console.print(f"graded {len(graded)}, failed {failed}, skipped {report.skipped} (already graded), "
                   f"mean score {mean:.2f}, wall time {report.seconds:.1f} s; results in {report.out_dir}")
+    console.print(f"class report: {report.out_dir / 'report.html'}; feedback pages: {report.out_dir / 'feedback'}")
     if args.verbose:
         console.print("time spent: " + ", ".join(f"{name} {seconds:.1f} s" for name, seconds in report.phases.items()))
     return 1 if any(r["extra_data"]["status"] == "error" for r in report.graded) else 0
+
+
+def cmd_feedback(args):
+    """(Re)write feedback/<student>.html and report.html from the results of earlier runs."""
+    from .batch import read_source, write_pages
+    from .outputs import all_results
+
+    course = Path(args.course).resolve()
+    out_dir = Path(args.out or course / "graded" / args.assignment)
+    results = all_results(out_dir)
+    if not results:
+        console.print(f"[red]No results in {out_dir}[/red]: grade first with `autograder grade {args.assignment} PATH`.")
+        return 1
+    only_report = args.command == "report"
+    report = write_pages(args.assignment, out_dir, results, read_source(course, args.assignment),
+                         new_results=[] if only_report else None)
+    if not only_report:
+        console.print(f"wrote {len(results)} feedback pages to {out_dir / 'feedback'}")
+    console.print(f"wrote the class report {report}")
+    return 0
+
+
+def cmd_gradescope(args):
+    """Write the Gradescope autograder zip for an assignment."""
+    from .gradescope import build_bundle
+
+    target = build_bundle(args.assignment, args.out or ROOT / "dist" / f"{args.assignment}-gradescope.zip")
+    console.print(f"wrote {target}: upload it as the assignment's autograder on Gradescope"
+                  " (Configure Autograder, zip file upload). Students submit their notebook.")
+    return 0
 
 
 def _progress(enabled):
@@ -201,6 +232,17 @@ def main(argv=None):
     p.add_argument("--course", default=str(ROOT), help="course directory (default: this repository)")
     p.add_argument("--verbose", action="store_true", help="also print where the time went")
     p.set_defaults(func=cmd_grade)
+    for name, text in (("feedback", "write each student's feedback page and the class report from graded results"),
+                       ("report", "write only the class report (report.html) from graded results")):
+        p = sub.add_parser(name, help=text)
+        p.add_argument("assignment", choices=ASSIGNMENTS)
+        p.add_argument("--out", help="results folder (default: COURSE/graded/ASSIGNMENT)")
+        p.add_argument("--course", default=str(ROOT), help="course directory (default: this repository)")
+        p.set_defaults(func=cmd_feedback)
+    p = sub.add_parser("gradescope", help="write a Gradescope autograder zip (setup.sh, run_autograder)")
+    p.add_argument("assignment", choices=ASSIGNMENTS)
+    p.add_argument("--out", help="zip file to write (default: dist/ASSIGNMENT-gradescope.zip)")
+    p.set_defaults(func=cmd_gradescope)
     args = parser.parse_args(argv)
     try:
         return args.func(args) or 0

@@ -218,7 +218,6 @@ def build_result(spec, base, points, checks, notes, cell_errors, started):
         output.append(f"Cell {entry['cell']} raised an error:\n{entry['error'].rstrip()}")
     return {
         "score": round(total, 2),
-        "max_score": sum(points.values()),
         "execution_time": round(time.perf_counter() - started, 3),
         "output": "\n".join(output),
         "visibility": "visible",
@@ -234,7 +233,6 @@ def invalid_result(spec, base, message, started):
              "notes": [message], "cell_errors": []}
     return {
         "score": 0.0,
-        "max_score": sum(points.values()),
         "execution_time": round(time.perf_counter() - started, 3),
         "output": f"This submission could not be graded: {message}.",
         "visibility": "visible",

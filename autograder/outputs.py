@@ -26,6 +26,12 @@ def write_result(out_dir, result):
     os.replace(temporary, target)
 
 
+def max_score_of(result):
+    """The points a result is out of. Gradescope's schema has no top-level max_score:
+    it is the sum over the tests."""
+    return sum(test["max_score"] for test in result.get("tests", []))
+
+
 def without_timings(result):
     """The result minus its wall-clock measurements (`execution_time`, `extra_data.timings`):
     everything else is the same whenever the same notebook is graded with the same seed."""
@@ -74,10 +80,27 @@ def batch_seed(out_dir, seed=None, force=False):
         except (ValueError, KeyError, json.JSONDecodeError):
             pass
     seed = secrets.randbits(31) if seed is None else int(seed)
-    temporary = path.with_name(f"{path.name}.{os.getpid()}.partial")
-    temporary.write_text(json.dumps({"seed": seed}))
-    os.replace(temporary, path)  # atomic: a kill -9 never leaves half a seed behind
+    _write_batch_file(out_dir, {"seed": seed})
     return seed
+
+
+def read_batch_file(out_dir):
+    try:
+        return json.loads((Path(out_dir) / BATCH_FILE).read_text())
+    except (OSError, json.JSONDecodeError):
+        return {}
+
+
+def record_wall_time(out_dir, seconds):
+    """Keep the last batch's wall time next to its seed, for the class report."""
+    _write_batch_file(out_dir, {**read_batch_file(out_dir), "last_wall_time": round(seconds, 2)})
+
+
+def _write_batch_file(out_dir, data):
+    path = Path(out_dir) / BATCH_FILE
+    temporary = path.with_name(f"{path.name}.{os.getpid()}.partial")
+    temporary.write_text(json.dumps(data))
+    os.replace(temporary, path)  # atomic: a kill -9 never leaves half a seed behind
 
 
 def write_grades_csv(out_dir, results, grade_ids):
@@ -91,7 +114,7 @@ def write_grades_csv(out_dir, results, grade_ids):
             extra = result["extra_data"]
             scores = {t["name"]: t["score"] for t in result.get("tests", [])}
             writer.writerow([extra["student_id"], *[_number(scores.get(g)) for g in grade_ids],
-                             _number(result["score"]), _number(result["max_score"]), extra["status"],
+                             _number(result["score"]), _number(max_score_of(result)), extra["status"],
                              "; ".join(extra.get("notes", []))])
     os.replace(temporary, target)
     return target
@@ -108,10 +131,11 @@ def gradebook_url(course):
     from traitlets.config.loader import PyFileConfigLoader
 
     config_file = Path(course) / "nbgrader_config.py"
-    config = PyFileConfigLoader(config_file.name, path=str(course)).load_config() if config_file.exists() else None
-    directory = CourseDirectory(config=config) if config else CourseDirectory()
-    directory.root = str(course)
-    return directory.db_url
+    from traitlets.config import Config
+
+    config = PyFileConfigLoader(config_file.name, path=str(course)).load_config() if config_file.exists() else Config()
+    config.CourseDirectory.root = str(Path(course).resolve())  # the config's "." means the course, not our cwd
+    return CourseDirectory(config=config).db_url
 
 
 def _ensure_assignment(gradebook, db_url, course, assignment):

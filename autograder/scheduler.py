@@ -58,7 +58,7 @@ class LocalScheduler:
 
 def worker_failure(spec, submission, error):
     return {
-        "score": 0.0, "max_score": 0.0, "execution_time": 0.0, "tests": [],
+        "score": 0.0, "execution_time": 0.0, "tests": [],
         "output": "The grader failed on this submission; it will be graded again on the next run.",
         "extra_data": {"student_id": submission.student_id, "path": str(submission.path),
                        "assignment": spec.assignment, "status": "error", "seed": spec.seed,

@@ -159,7 +159,8 @@ def sanitize(notebook, source, release):
         else:
             answer = _copy(original)
             answer.source = cell.source
-            answer.outputs = [] if answer.cell_type == "code" else answer.get("outputs")
+            if answer.cell_type == "code":  # markdown cells have no outputs (nbformat rejects the key)
+                answer.outputs = []
             cells.append(answer)
     for index, grade_id in enumerate(order):
         if grade_id in used:

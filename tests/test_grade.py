@@ -14,6 +14,7 @@ import pytest
 from autograder import ROOT
 from autograder.batch import grade_batch
 from autograder.examples import EXAMPLES
+from autograder.outputs import max_score_of
 from autograder.sandbox import isolation
 
 from helpers import example, make_notebook, new_course, scores, settled_sandbox_processes, write
@@ -218,7 +219,7 @@ def test_tampering_is_restored_and_recorded(bad_batch):
     result = bad_batch["tampered"]
     notes = " ".join(result["extra_data"]["notes"])
     assert "check-03 was edited" in notes and "metadata of cell ex3" in notes and "ex5_answer was deleted" in notes
-    assert result["max_score"] == 26
+    assert max_score_of(result) == 26
     assert scores(result)["ex3"] == 5 and scores(result)["ex5"] == 0  # the deleted answer counts as missing
     assert bad_batch["ada"]["score"] == 26
 

@@ -1,0 +1,126 @@
+"""Per-student feedback pages: one self-contained HTML file per result.
+
+A page shows, per exercise, the score, every check's one-line description with
+a pass or fail mark, the diagnostic of each failed check, and the errors the
+student's own cells raised. It is built only from the result file, which holds
+check descriptions and messages, never the code of a hidden check.
+"""
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+from jinja2 import Environment, PackageLoader, select_autoescape
+from markupsafe import Markup, escape
+
+from .outputs import max_score_of
+
+EXERCISE = re.compile(r"\*\*(Exercise \w+)")
+HEADING = re.compile(r"^##\s+(?:\d+\w*\s*(?:\([^)]*\))?\.\s*)?(.+)$", re.MULTILINE)
+
+
+@dataclass
+class Layout:
+    """What the source notebook says about its graded cells."""
+
+    titles: dict = field(default_factory=dict)  # grade id -> "Exercise 3: A causal attention module"
+    owners: dict = field(default_factory=dict)  # cell label -> the graded cell that follows it
+    assignment_title: str = ""
+
+
+def layout_of(source_nb):
+    layout, pending, heading, exercise = Layout(), [], "", ""
+    for cell in source_nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if cell.cell_type == "markdown":
+            if not layout.assignment_title and cell.source.startswith("# "):
+                layout.assignment_title = cell.source.splitlines()[0][2:].strip()
+            headings = HEADING.findall(cell.source)
+            heading = headings[-1].strip() if headings else heading
+            found = EXERCISE.findall(cell.source)
+            exercise = found[-1] if found else exercise
+        if meta.get("grade_id"):
+            pending.append(meta["grade_id"])
+        if cell.cell_type == "code" and meta.get("grade") and not meta.get("solution"):
+            grade_id = meta["grade_id"]
+            layout.titles[grade_id] = f"{exercise}: {heading}" if exercise and heading else grade_id
+            layout.owners.update({label: grade_id for label in pending})
+            pending, exercise = [], ""
+    return layout
+
+
+def environment():
+    env = Environment(loader=PackageLoader("autograder", "templates"),
+                      autoescape=select_autoescape(["html", "j2"]), trim_blocks=True, lstrip_blocks=True)
+    env.filters["points"] = lambda value: f"{value:g}"
+    env.filters["code"] = inline_code
+    return env
+
+
+@lru_cache(maxsize=None)
+def _css():
+    return (Path(__file__).parent / "templates" / "base.css").read_text()
+
+
+def render_feedback(result, layout):
+    """The HTML page for one result dict."""
+    extra = result["extra_data"]
+    errors = {}
+    other_errors = []
+    for error in extra.get("cell_errors", []):
+        owner = layout.owners.get(error["cell"])
+        (errors.setdefault(owner, []) if owner else other_errors).append(error)
+    exercises = [{
+        "name": test["name"],
+        "title": layout.titles.get(test["name"], test["name"]),
+        "score": test["score"],
+        "max_score": test["max_score"],
+        "checks": grouped(test.get("extra_data", {}).get("checks", [])),
+        "output": test.get("output", ""),
+        "errors": errors.get(test["name"], []),
+    } for test in result["tests"]]
+    return environment().get_template("feedback.html.j2").render(
+        css=_css(), title=layout.assignment_title or extra["assignment"], student=extra["student_id"],
+        status=extra["status"], output=result["output"], score=result["score"],
+        max_score=max_score_of(result), notes=extra.get("notes", []), exercises=exercises,
+        other_errors=other_errors)
+
+
+def grouped(checks):
+    """Checks that share a description (one check run on several cases) as one line each."""
+    groups = {}
+    for check in checks:
+        group = groups.setdefault(check["description"], {"description": check["description"], "cases": 0,
+                                                         "failed": 0, "messages": []})
+        group["cases"] += 1
+        if not check["passed"]:
+            group["failed"] += 1
+            if check["message"] and check["message"] not in group["messages"]:
+                group["messages"].append(check["message"])
+    for group in groups.values():
+        group["passed"] = group["failed"] == 0
+    return list(groups.values())
+
+
+def inline_code(text):
+    """Escape `text` and show `backticked` words as code."""
+    return Markup(re.sub(r"`([^`]+)`", r"<code>\1</code>", str(escape(text))))
+
+
+def feedback_path(out_dir, student_id):
+    return Path(out_dir) / "feedback" / f"{student_id}.html"
+
+
+def write_feedback(out_dir, results, source_nb):
+    """feedback/<student>.html for every result; returns the paths."""
+    layout = layout_of(source_nb)
+    folder = Path(out_dir) / "feedback"
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for result in results:
+        path = feedback_path(out_dir, result["extra_data"]["student_id"])
+        temporary = path.with_name(f".{path.name}.partial")
+        temporary.write_text(render_feedback(result, layout))
+        temporary.replace(path)
+        paths.append(path)
+    return paths

@@ -1,0 +1,155 @@
+"""Gradescope: build an autograder bundle, and grade one submission inside it.
+
+`autograder gradescope ASSIGNMENT` writes a zip with Gradescope's two entry
+points, `setup.sh` and `run_autograder`, next to this package, the solutions
+and the assignment's source and release notebooks. On Gradescope the zip is
+unpacked to /autograder/source; `run_autograder` calls
+`python -m autograder.gradescope ASSIGNMENT`, which grades the notebook in
+/autograder/submission with the same sandboxed grader as `autograder grade`
+and writes /autograder/results/results.json.
+"""
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+import zipfile
+from functools import lru_cache
+from pathlib import Path
+
+from . import ASSIGNMENTS, ROOT
+
+SCHEMA = Path(__file__).with_name("gradescope_results.schema.json")
+BUNDLED = ("autograder", "solutions", "nbgrader_config.py", "pyproject.toml")
+
+SETUP_SH = """#!/usr/bin/env bash
+# Gradescope runs this once, as root, when it builds the autograder image.
+set -euo pipefail
+apt-get update
+apt-get install -y python3.11 python3.11-venv bubblewrap
+python3.11 -m venv /autograder/venv
+/autograder/venv/bin/pip install --upgrade pip
+# The CPU wheel of torch, pinned like everywhere else in the course.
+/autograder/venv/bin/pip install --index-url https://download.pytorch.org/whl/cpu "torch==2.13.0"
+/autograder/venv/bin/pip install numpy
+/autograder/venv/bin/pip install -e /autograder/source
+"""
+
+RUN_AUTOGRADER = """#!/usr/bin/env bash
+# Gradescope runs this for every submission: grade /autograder/submission into results.json.
+set -euo pipefail
+ROOT="${{AUTOGRADER_ROOT:-/autograder}}"
+PYTHON="${{AUTOGRADER_PYTHON:-$ROOT/venv/bin/python}}"
+cd "$ROOT/source"
+exec "$PYTHON" -m autograder.gradescope {assignment} --root "$ROOT"
+"""
+
+
+def build_bundle(assignment, target):
+    """Write the Gradescope zip for `assignment` to `target`; return its path."""
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as bundle:
+        _add_text(bundle, "setup.sh", SETUP_SH)
+        _add_text(bundle, "run_autograder", RUN_AUTOGRADER.format(assignment=assignment))
+        for name in BUNDLED:
+            _add_path(bundle, ROOT / name, name)
+        for folder in ("source", "release"):
+            _add_path(bundle, ROOT / folder / assignment, f"{folder}/{assignment}")
+    return target
+
+
+def _add_text(bundle, name, text):
+    info = zipfile.ZipInfo(name)
+    info.external_attr = 0o755 << 16  # executable, as Gradescope expects
+    bundle.writestr(info, text)
+
+
+def _add_path(bundle, path, name):
+    if path.is_dir():
+        for child in sorted(path.rglob("*")):
+            if child.is_file() and "__pycache__" not in child.parts:
+                bundle.write(child, f"{name}/{child.relative_to(path)}")
+    else:
+        bundle.write(path, name)
+
+
+@lru_cache(maxsize=None)
+def _validator():
+    import jsonschema
+
+    return jsonschema.Draft202012Validator(json.loads(SCHEMA.read_text()))
+
+
+def schema_errors(results):
+    """Where `results` breaks Gradescope's results.json format ([] when it is valid)."""
+    return [f"{'/'.join(map(str, error.path)) or '(top)'}: {error.message}"
+            for error in _validator().iter_errors(results)]
+
+
+def choose_notebook(submission_dir, assignment):
+    """(the notebook to grade, the other notebooks) in a Gradescope submission folder."""
+    notebooks = sorted(p for p in Path(submission_dir).rglob("*.ipynb")
+                       if ".ipynb_checkpoints" not in p.parts)
+    if not notebooks:
+        return None, []
+    notebooks.sort(key=lambda p: (p.stem != assignment, len(p.name), str(p)))
+    return notebooks[0], notebooks[1:]
+
+
+def no_notebook_result(assignment, found):
+    message = (f"No notebook was found in your submission. Upload your {assignment}.ipynb file"
+               f" (found: {', '.join(found) or 'nothing'}).")
+    return {"score": 0.0, "output": message, "visibility": "visible", "stdout_visibility": "hidden",
+            "tests": [], "extra_data": {"assignment": assignment, "status": "invalid", "notes": [message]}}
+
+
+def grade_submission(assignment, root):
+    """Grade root/submission into root/results/results.json; return the results dict."""
+    from .batch import grade_batch
+
+    root = Path(root)
+    submission = root / "submission"
+    results_file = root / "results" / "results.json"
+    results_file.parent.mkdir(parents=True, exist_ok=True)
+    notebook, others = choose_notebook(submission, assignment)
+    if notebook is None:
+        found = [p.name for p in submission.rglob("*") if p.is_file()] if submission.exists() else []
+        results = no_notebook_result(assignment, found)
+    else:
+        with tempfile.TemporaryDirectory(prefix="gradescope-") as scratch:
+            course = Path(scratch) / "course"
+            course.mkdir()
+            shutil.copy(ROOT / "nbgrader_config.py", course)
+            for folder in ("source", "release"):
+                shutil.copytree(ROOT / folder / assignment, course / folder / assignment)
+            inbox = Path(scratch) / "inbox"
+            inbox.mkdir()
+            shutil.copy(notebook, inbox / "submission.ipynb")
+            report = grade_batch(assignment, [inbox / "submission.ipynb"], course,
+                                 out_dir=Path(scratch) / "graded", jobs=1, force=True)
+            results = report.results[0]
+        if others:
+            note = f"Graded {notebook.name}; also found {', '.join(p.name for p in others)}, not graded."
+            results["extra_data"]["notes"].append(note)
+            results["output"] += f"\nNote: {note}"
+    problems = schema_errors(results)
+    if problems:  # our bug, not the student's: say so rather than upload something Gradescope rejects
+        raise RuntimeError(f"results.json would not match Gradescope's format: {problems[:3]}")
+    results_file.write_text(json.dumps(results, indent=1))
+    return results
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m autograder.gradescope",
+                                     description="Grade a Gradescope submission (run by run_autograder).")
+    parser.add_argument("assignment", choices=ASSIGNMENTS)
+    parser.add_argument("--root", default="/autograder", help="Gradescope's /autograder folder")
+    args = parser.parse_args(argv)
+    results = grade_submission(args.assignment, args.root)
+    print(f"{args.assignment}: {results['score']:g} points; results in {Path(args.root) / 'results' / 'results.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

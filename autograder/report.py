@@ -1,0 +1,110 @@
+"""The class report for TAs: one self-contained HTML page per graded assignment.
+
+Score distribution (a matplotlib histogram, embedded as PNG), per-exercise means
+and full-mark rates, the most common diagnostics (which mistake, how many
+students), the submissions that need a human (not gradable, stopped, tampered
+with, answer cells that crash) and the last batch's wall time.
+"""
+import base64
+import io
+import re
+import statistics
+from collections import defaultdict
+
+from .feedback import _css, environment, layout_of
+from .outputs import max_score_of
+
+NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:e-?\d+)?")
+SHOWN_DIAGNOSTICS = 15
+SHOWN_NAMES = 8
+SHOWN_REASONS = 4
+
+
+def histogram_png(totals, max_score):
+    """A histogram of total scores as base64 PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(7, 3.2), dpi=110)
+    bins = min(20, max(5, int(max_score) + 1))
+    axes.hist(totals, bins=bins, range=(0, max_score), color="#3465a4", edgecolor="white")
+    axes.set_xlabel("total score")
+    axes.set_ylabel("students")
+    axes.set_xlim(0, max_score)
+    axes.yaxis.get_major_locator().set_params(integer=True)
+    axes.spines[["top", "right"]].set_visible(False)
+    figure.tight_layout()
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png")
+    plt.close(figure)
+    return base64.b64encode(buffer.getvalue()).decode()
+
+
+def common_diagnostics(results, titles):
+    """Failed-check messages grouped across students (numbers ignored), most frequent first."""
+    groups = defaultdict(set)
+    for result in results:
+        for test in result["tests"]:
+            for check in test.get("extra_data", {}).get("checks", []):
+                if not check["passed"] and check["message"]:
+                    key = (test["name"], NUMBER.sub("#", check["message"]))
+                    groups[key].add((result["extra_data"]["student_id"], check["message"]))
+    rows = []
+    for (cell, _), hits in groups.items():
+        students = sorted({student for student, _ in hits})
+        example = sorted(hits)[0][1]
+        rows.append({"exercise": titles.get(cell, cell).split(":")[0], "message": example,
+                     "count": len(students), "students": students[:SHOWN_NAMES],
+                     "more": max(0, len(students) - SHOWN_NAMES)})
+    rows.sort(key=lambda row: (-row["count"], row["exercise"], row["message"]))
+    return rows[:SHOWN_DIAGNOSTICS]
+
+
+def needs_attention(results):
+    rows = []
+    for result in results:
+        extra = result["extra_data"]
+        reasons = list(extra.get("notes", []))
+        if extra["status"] != "graded" and not reasons:
+            reasons.append(result["output"])
+        for error in extra.get("cell_errors", []):
+            if not error["cell"].startswith("check-"):  # a failing visible check is ordinary feedback
+                last = error["error"].strip().splitlines()[-1] if error["error"].strip() else "an error"
+                reasons.append(f"cell {error['cell']} raised {last}")
+        if len(reasons) > SHOWN_REASONS:
+            reasons = reasons[:SHOWN_REASONS - 1] + [f"and {len(reasons) - SHOWN_REASONS + 1} more"]
+        if reasons:
+            rows.append({"student": extra["student_id"], "status": extra["status"],
+                         "score": result["score"], "reasons": reasons})
+    return sorted(rows, key=lambda row: (row["status"] == "graded", row["student"]))
+
+
+def render_report(assignment, results, source_nb, wall_time=None):
+    layout = layout_of(source_nb)
+    graded = [r for r in results if r["extra_data"]["status"] == "graded"]
+    cells = [name for name in layout.titles]
+    max_score = max((max_score_of(r) for r in results), default=0.0)
+    totals = [r["score"] for r in graded]
+    exercises = []
+    for cell in cells:
+        scores = [(t["score"], t["max_score"]) for r in graded for t in r["tests"] if t["name"] == cell]
+        if not scores:
+            continue
+        exercises.append({
+            "title": layout.titles[cell], "max_score": scores[0][1],
+            "mean": statistics.fmean(s for s, _ in scores),
+            "full": sum(s == m for s, m in scores), "full_rate": sum(s == m for s, m in scores) / len(scores),
+            "zero": sum(s == 0 for s, _ in scores),
+        })
+    return environment().get_template("report.html.j2").render(
+        css=_css(), title=layout.assignment_title or assignment, assignment=assignment,
+        count=len(results), graded=len(graded), invalid=len(results) - len(graded),
+        wall_time=wall_time, max_score=max_score,
+        mean=round(statistics.fmean(totals), 2) if totals else 0.0,
+        median=round(statistics.median(totals), 2) if totals else 0.0,
+        histogram=histogram_png(totals, max_score or 1.0) if totals else "",
+        histogram_alt=f"{len(totals)} students between {min(totals, default=0):g} and {max(totals, default=0):g} points",
+        exercises=exercises, diagnostics=common_diagnostics(graded, layout.titles),
+        attention=needs_attention(results))

@@ -1,0 +1,180 @@
+"""Feedback pages for students and the class report for TAs, rendered in headless Chromium."""
+import ast
+import json
+import subprocess
+import sys
+
+import nbformat
+import pytest
+from selenium.webdriver.common.by import By
+
+from autograder import ROOT
+from autograder.runner import CHECKS
+
+from browser import full_page_screenshot, start_browser
+
+ASSIGNMENT = "causal_attention"
+PHONE, DESKTOP = 390, 1100
+
+
+@pytest.fixture(scope="module")
+def browser():
+    driver = start_browser()
+    yield driver
+    driver.quit()
+
+
+@pytest.fixture(scope="module")
+def screenshots(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("screenshots")
+    print(f"\nscreenshots: {folder}")
+    return folder
+
+
+def page_text(browser, path, width):
+    browser.set_window_size(width, 900)
+    browser.get(path.as_uri())
+    return browser.find_element(By.TAG_NAME, "body").text
+
+
+def fits_width(browser):
+    return browser.execute_script("return document.documentElement.scrollWidth <= window.innerWidth + 1")
+
+
+@pytest.mark.parametrize("student", ["ada", "ben", "fay"])
+def test_feedback_page_shows_scores_checks_and_diagnostics(graded_examples, browser, screenshots, student):
+    course, results = graded_examples
+    page = course / "graded" / ASSIGNMENT / "feedback" / f"{student}.html"
+    text = page_text(browser, page, PHONE)
+    assert fits_width(browser), "the page scrolls sideways on a phone"
+    shot = full_page_screenshot(browser, screenshots / f"feedback-{student}-phone.png", PHONE)
+    assert shot.stat().st_size > 20_000
+    total = f"{results[student]['score']:g} / 26"
+    assert f"Your score: {total} points" in text
+    assert "Exercise 3: A causal attention module" in text and "Exercise 8b: A tiny language model" in text
+    failed = browser.find_elements(By.CSS_SELECTOR, "li.fail")
+    if student == "ada":
+        assert not failed and len(browser.find_elements(By.CSS_SELECTOR, "li.pass")) >= 30
+        assert "Your code raised an error" not in text
+    if student == "ben":  # softmax over dim=1 in Ex3, sqrt(d_out) per head in Ex6
+        assert 2 <= len(failed) <= 12
+        assert "softmax ran over the wrong dimension" in text
+        assert "scaled by sqrt(d_out); each head needs sqrt(d_head)" in text
+        assert "2 of 2 cases failed" in text  # one diagnostic per failing check, grouped
+    if student == "fay":  # her Ex5 cell raises before defining the class
+        assert "Your code raised an error (cell ex5_answer)" in text
+        assert "RuntimeError: my notebook stops here" in text
+        assert "MultiHeadAttention is not defined" in text
+
+
+def check_code_lines():
+    """Lines of hidden-check code (not docstrings or message texts) longer than 25 characters,
+    except lines students see or write anyway (the same line in the exercises or solutions)."""
+    students_write = "\n".join(p.read_text() for p in [*(ROOT / "solutions").glob("*.py"),
+                                                         *(ROOT / "exercises").glob("*.md")])
+    lines = set()
+    for path in CHECKS.rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        strings = {node.lineno for node in ast.walk(tree) if isinstance(node, ast.Constant) and isinstance(node.value, str)}
+        for number, line in enumerate(path.read_text().splitlines(), start=1):
+            stripped = line.strip()
+            if len(stripped) > 25 and number not in strings and not stripped.startswith(("#", '"', "f\"")) \
+                    and stripped not in students_write:
+                lines.add(stripped)
+    return lines
+
+
+def student_visible_texts(course, results):
+    """Everything a student can be shown: our feedback pages and results, and nbgrader's
+    own feedback (made from the autograded notebooks)."""
+    graded = course / "graded" / ASSIGNMENT
+    for page in (graded / "feedback").glob("*.html"):
+        yield page.name, page.read_text()
+    for student, result in results.items():
+        yield f"{student}.json", json.dumps(result)
+    subprocess.run([sys.executable, "-m", "nbgrader", "generate_feedback", ASSIGNMENT, "--force"],
+                   cwd=course, check=True, capture_output=True)
+    pages = list((course / "feedback").rglob("*.html"))
+    assert len(pages) == len(results)
+    for page in pages:
+        yield str(page), page.read_text()
+
+
+def test_no_hidden_check_code_reaches_students(graded_examples):
+    course, results = graded_examples
+    code = check_code_lines()
+    assert len(code) > 200  # the search below looks for real code
+    seen = 0
+    for name, text in student_visible_texts(course, results):
+        seen += 1
+        leaked = [line for line in code if line in text]
+        assert not leaked, f"{name} shows hidden check code: {leaked[:2]}"
+        for marker in ("BEGIN HIDDEN TESTS", "grade_here", "def test_", "autograder/checks"):
+            assert marker not in text, f"{name} shows {marker!r}"
+    assert seen >= 3 * len(results)
+    # The autograded notebooks (for TAs, in formgrader) keep the hidden test cells, as in
+    # nbgrader, but those only call the checks: no check code is in them either.
+    for notebook in (course / "autograded").rglob("*.ipynb"):
+        assert not [line for line in code if line in notebook.read_text()]
+
+
+def test_nbgrader_feedback_keeps_the_results(graded_examples):
+    """nbgrader's own feedback still shows each graded cell's output, just not its code."""
+    course, _ = graded_examples
+    page = next((course / "feedback" / "ben").rglob("*.html"), None)
+    if page is None:
+        subprocess.run([sys.executable, "-m", "nbgrader", "generate_feedback", ASSIGNMENT, "--force"],
+                       cwd=course, check=True, capture_output=True)
+        page = next((course / "feedback" / "ben").rglob("*.html"))
+    text = page.read_text()
+    assert "softmax ran over the wrong dimension" in text and "[FAIL]" in text
+
+
+def test_autograded_notebooks_are_valid(graded_examples):
+    course, results = graded_examples
+    for student in results:
+        nb = nbformat.read(course / "autograded" / student / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", as_version=4)
+        nbformat.validate(nb)
+
+
+def test_class_report_shows_plot_tables_and_problems(graded_examples, browser, screenshots):
+    course, results = graded_examples
+    report = course / "graded" / ASSIGNMENT / "report.html"
+    text = page_text(browser, report, DESKTOP)
+    full_page_screenshot(browser, screenshots / "report-desktop.png", DESKTOP)
+    image = browser.find_element(By.CSS_SELECTOR, "#scores img")
+    assert browser.execute_script("return arguments[0].complete && arguments[0].naturalWidth", image) > 400
+    assert "Histogram of total scores: 5 students" in image.get_attribute("alt")
+    rows = browser.find_elements(By.CSS_SELECTOR, "#exercises tbody tr")
+    assert len(rows) == 9 and rows[0].text.startswith("Exercise 1: A causal mask")
+    # Ex3 for ada and fay is full marks; ben lost points, dee has 0
+    ex3 = rows[2].text
+    assert "5" in ex3 and "3 (60%)" in ex3
+    diagnostics = browser.find_element(By.ID, "diagnostics").text
+    assert "softmax ran over the wrong dimension" in diagnostics and "ben" in diagnostics
+    attention = browser.find_element(By.ID, "attention").text
+    assert "fay" in attention and "RuntimeError: my notebook stops here" in attention
+    assert "dee" in attention  # the untouched release: every answer raises NotImplementedError
+    assert "5 submissions (5 graded, 0 not gradable), last batch graded in" in text
+    page_text(browser, report, PHONE)
+    assert fits_width(browser) or browser.execute_script(
+        "return [...document.querySelectorAll('.table-wrap')].length > 0")
+    full_page_screenshot(browser, screenshots / "report-phone.png", PHONE)
+
+
+def test_feedback_command_rewrites_the_pages(graded_examples, tmp_path):
+    import shutil
+
+    course, results = graded_examples
+    out = tmp_path / "copy"
+    shutil.copytree(course / "graded" / ASSIGNMENT, out)
+    shutil.rmtree(out / "feedback")
+    (out / "report.html").unlink()
+    done = subprocess.run([sys.executable, "-m", "autograder.cli", "feedback", ASSIGNMENT, "--out", str(out),
+                           "--course", str(course)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert sorted(p.stem for p in (out / "feedback").glob("*.html")) == sorted(results)
+    assert (out / "report.html").read_text().count("<tr>") > 10
+    empty = subprocess.run([sys.executable, "-m", "autograder.cli", "report", ASSIGNMENT, "--out",
+                            str(tmp_path / "nothing"), "--course", str(ROOT)], capture_output=True, text=True)
+    assert empty.returncode == 1 and "No results" in empty.stdout
