@@ -86,6 +86,7 @@ def cmd_demo(args):
         report = grade_batch(assignment, [course / "submitted"], course, force=True,
                              jobs=os.cpu_count() or 1)
         print_results(report.results, assignment)
+        console.print(f"Class report: {report.out_dir / 'report.html'}; feedback pages: {report.out_dir / 'feedback'}")
     console.print(f"Done in {time.perf_counter() - started:.1f} s. Results: {course / 'graded'};"
                   f" gradebook: {course / 'gradebook.db'} (try `nbgrader export`).")
     return 0

@@ -178,3 +178,30 @@ def test_feedback_command_rewrites_the_pages(graded_examples, tmp_path):
     empty = subprocess.run([sys.executable, "-m", "autograder.cli", "report", ASSIGNMENT, "--out",
                             str(tmp_path / "nothing"), "--course", str(ROOT)], capture_output=True, text=True)
     assert empty.returncode == 1 and "No results" in empty.stdout
+
+
+def test_report_lists_timeouts_tampering_and_bad_files():
+    from autograder.batch import read_source
+    from autograder.report import render_report
+
+    def result(student, status, score, notes=(), errors=()):
+        return {"score": score, "output": "This submission could not be graded: empty file.",
+                "tests": [{"name": "ex1", "score": score, "max_score": 2.0, "status": "failed",
+                           "extra_data": {"checks": [{"name": "test_a", "description": "d", "passed": score == 2,
+                                                      "weight": 1.0, "message": "" if score == 2 else "Rows do not sum to 1."}]}}],
+                "extra_data": {"student_id": student, "assignment": ASSIGNMENT, "status": status,
+                               "notes": list(notes), "cell_errors": list(errors)}}
+
+    page = render_report(ASSIGNMENT, [
+        result("slow", "graded", 0, ["your code did not finish within the 120 s time limit and was stopped."]),
+        result("sly", "graded", 2, ["the read-only cell ex1 was edited (restored)"]),
+        result("blank", "invalid", 0),
+        result("crashy", "graded", 0, errors=[{"cell": "ex1_answer", "error": "Traceback\nValueError: boom\n"}]),
+        result("fine", "graded", 2, errors=[{"cell": "check-01", "error": "AssertionError: visible\n"}]),
+    ], read_source(ROOT, ASSIGNMENT), wall_time=12.5)
+    attention = page[page.index('id="attention"'):]
+    for expected in ("slow", "did not finish within the 120 s", "sly", "was edited (restored)", "blank",
+                     "could not be graded: empty file", "crashy", "cell ex1_answer raised ValueError: boom"):
+        assert expected in attention, expected
+    assert "fine" not in attention  # a failing visible check is ordinary feedback, not a problem
+    assert "last batch graded in 12.5 s" in page and "Rows do not sum to 1." in page
