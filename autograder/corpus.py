@@ -86,8 +86,13 @@ def _entry(raw, cells):
         problem = "a mistake needs the `diagnostic` its feedback must show"
     elif not (raw.get("edit") or raw.get("code")):
         problem = "needs an `edit` or `code` that makes the submission"
-    elif set(raw.get("also", ())) - cells:
-        problem = f"`also` names unknown cells {sorted(set(raw['also']) - cells)}"
+    elif not isinstance(raw.get("also", []), list) or set(raw.get("also", [])) - cells:
+        problem = f"`also` should be a list of graded cells, got {raw.get('also')!r}"
+    elif any(not isinstance(edit, dict) or set(edit) != {"cell", "old", "new"}
+             or not all(isinstance(v, str) for v in edit.values()) for edit in raw.get("edit", [])):
+        problem = "every `edit` needs exactly `cell`, `old` and `new`, all strings"
+    elif not all(isinstance(k, str) and isinstance(v, str) for k, v in raw.get("code", {}).items()):
+        problem = "`code` maps answer cells to their new source (strings)"
     if problem:
         raise CorpusError(f"corpus entry {name!r}: {problem}")
     edits = {}

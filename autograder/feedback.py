@@ -59,7 +59,8 @@ def environment():
 
 @lru_cache(maxsize=None)
 def _css():
-    return (Path(__file__).parent / "templates" / "base.css").read_text()
+    # Trusted, and inside <style> entities are not decoded: never escape it.
+    return Markup((Path(__file__).parent / "templates" / "base.css").read_text())
 
 
 def render_feedback(result, layout):

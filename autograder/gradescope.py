@@ -10,6 +10,7 @@ and writes /autograder/results/results.json.
 """
 import argparse
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -49,13 +50,15 @@ def build_bundle(assignment, target):
     """Write the Gradescope zip for `assignment` to `target`; return its path."""
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
-    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as bundle:
+    partial = target.with_name(f".{target.name}.partial")
+    with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as bundle:
         _add_text(bundle, "setup.sh", SETUP_SH)
         _add_text(bundle, "run_autograder", RUN_AUTOGRADER.format(assignment=assignment))
         for name in BUNDLED:
             _add_path(bundle, ROOT / name, name)
         for folder in ("source", "release"):
             _add_path(bundle, ROOT / folder / assignment, f"{folder}/{assignment}")
+    partial.replace(target)  # an interrupted build never leaves a broken zip behind
     return target
 
 
@@ -89,8 +92,12 @@ def schema_errors(results):
 
 def choose_notebook(submission_dir, assignment):
     """(the notebook to grade, the other notebooks) in a Gradescope submission folder."""
-    notebooks = sorted(p for p in Path(submission_dir).rglob("*.ipynb")
-                       if ".ipynb_checkpoints" not in p.parts)
+    folder = Path(submission_dir).resolve()
+    notebooks = sorted(
+        p for p in folder.rglob("*.ipynb")
+        # a link could point at the instructor's own files; dot-files and __MACOSX are debris
+        if not p.is_symlink() and folder in p.resolve().parents
+        and not any(part.startswith(".") or part == "__MACOSX" for part in p.relative_to(folder).parts))
     if not notebooks:
         return None, []
     notebooks.sort(key=lambda p: (p.stem != assignment, len(p.name), str(p)))
@@ -106,12 +113,18 @@ def no_notebook_result(assignment, found):
 
 def grade_submission(assignment, root):
     """Grade root/submission into root/results/results.json; return the results dict."""
-    from .batch import grade_batch
+    from .batch import grade_batch, read_source
+    from .feedback import layout_of
+    from .sandbox import isolation_warning
 
     root = Path(root)
     submission = root / "submission"
     results_file = root / "results" / "results.json"
     results_file.parent.mkdir(parents=True, exist_ok=True)
+    if os.geteuid() == 0:  # Gradescope runs us as root: keep the student's uid out of both
+        for private in (root / "source", results_file.parent):
+            os.chmod(private, 0o700)
+    print(isolation_warning() or "Grading in a bubblewrap sandbox.")
     notebook, others = choose_notebook(submission, assignment)
     if notebook is None:
         found = [p.name for p in submission.rglob("*") if p.is_file()] if submission.exists() else []
@@ -128,7 +141,10 @@ def grade_submission(assignment, root):
             shutil.copy(notebook, inbox / "submission.ipynb")
             report = grade_batch(assignment, [inbox / "submission.ipynb"], course,
                                  out_dir=Path(scratch) / "graded", jobs=1, force=True)
-            results = report.results[0]
+            if not report.results:
+                raise RuntimeError("the grader failed: " + "; ".join(
+                    note for result in report.graded for note in result["extra_data"]["notes"]))
+            results = with_titles(report.results[0], layout_of(read_source(course, assignment)))
         if others:
             note = f"Graded {notebook.name}; also found {', '.join(p.name for p in others)}, not graded."
             results["extra_data"]["notes"].append(note)
@@ -136,8 +152,20 @@ def grade_submission(assignment, root):
     problems = schema_errors(results)
     if problems:  # our bug, not the student's: say so rather than upload something Gradescope rejects
         raise RuntimeError(f"results.json would not match Gradescope's format: {problems[:3]}")
-    results_file.write_text(json.dumps(results, indent=1))
+    partial = results_file.with_name(".results.json.partial")
+    partial.write_text(json.dumps(results, indent=1))
+    partial.replace(results_file)
     return results
+
+
+def with_titles(result, layout):
+    """Gradescope shows test names to students: use the exercise titles, keep the ids."""
+    for test in result["tests"]:
+        test.setdefault("extra_data", {})["grade_id"] = test["name"]
+        test["name"] = layout.titles.get(test["name"], test["name"])
+    student = result["extra_data"]["student_id"]
+    result["output"] = result["output"].removeprefix(f"{student}: ")
+    return result
 
 
 def main(argv=None):

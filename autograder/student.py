@@ -182,10 +182,11 @@ class NamespaceStudent:
         return {name: to_plain(p, name) for name, p in module.named_parameters()}
 
     def call_with_modules(self, name, handles):
-        """Call the function `name` on the modules behind `handles` (it may change them)."""
+        """Call the function `name` on the modules behind `handles` for what it does to them.
+
+        Its return value is ignored: `return sa_v1` is as good as returning nothing."""
         function = self._get(name)
-        result = self._run(f"`{name}`", function, *[self._module(h) for h in handles])
-        return to_plain(result, f"`{name}`")
+        self._run(f"`{name}`", function, *[self._module(h) for h in handles])
 
     def load_parameters(self, handle, parameters):
         """Copy parameters by name; report names that are missing or the wrong shape."""

@@ -70,7 +70,7 @@ def validate(assignment, seed=0, jobs=None, out_dir=None, only=None):
 
 
 def grade_corpus(assignment, folder, seed, jobs, out_dir, only=None):
-    """Write the submissions to `folder` unless they are there, grade them all, summarize.
+    """Write the submissions to `folder`, grade them all, summarize.
 
     `only` limits the corpus to the entries with these names.
     """
@@ -81,9 +81,11 @@ def grade_corpus(assignment, folder, seed, jobs, out_dir, only=None):
         course = _course_copy(Path(scratch), assignment)
         cells = list(grade_cells(read_source(course, assignment)))
         entries = [e for e in load(assignment, cells) if only is None or e.name in only]
+        unknown = set(only or ()) - {e.name for e in entries}
+        if unknown:
+            raise ValueError(f"no corpus entries named {sorted(unknown)}")
         folder = Path(folder)
-        if not folder.exists():
-            write_submissions(assignment, entries, release_path(assignment), folder)
+        write_submissions(assignment, entries, release_path(assignment), folder)  # same entries, same bytes
         paths = [folder / f"{name}.ipynb" for name in (SOLUTIONS, STUBS, *(e.name for e in entries))]
         report = grade_batch(assignment, paths, course, out_dir=out_dir,
                              jobs=jobs or os.cpu_count() or 1, force=True, seed=seed)

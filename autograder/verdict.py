@@ -77,7 +77,7 @@ def diagnose_weights(got, expected, what, variants=()):
     if n > 1 and visible.triu(diagonal=1).any() and not visible.tril(diagonal=-1).any():
         fail(f"{what} are zero (or NaN) below the diagonal and not above it: the mask is"
              " inverted. Keep the past and the current token (torch.tril), hide the future.")
-    if n > 1 and not visible.diagonal(dim1=-2, dim2=-1)[..., 1:].any():
+    if n > 1 and visible.tril(diagonal=-1).any() and not visible.diagonal(dim1=-2, dim2=-1)[..., 1:].any():
         fail(f"{what} are zero (or NaN) on the diagonal: the mask hides the diagonal too, but"
              " every token must see itself. torch.tril(ones) keeps the diagonal; to mark only"
              " the future use torch.triu(ones, diagonal=1).")

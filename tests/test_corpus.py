@@ -86,8 +86,8 @@ def test_validation_is_clean_with_every_seed(corpus_runs, assignment):
 def test_same_seed_gives_identical_result_files(corpus_runs, assignment):
     runs = corpus_runs(assignment)
     (_, first), (_, second) = runs["0"], runs["0-again"]
-    names = sorted(p.name for p in first.glob("*.json"))
-    assert names == sorted(p.name for p in second.glob("*.json"))
+    names = sorted(p.name for p in first.glob("*.json") if not p.name.startswith("."))
+    assert names == sorted(p.name for p in second.glob("*.json") if not p.name.startswith("."))
     assert len(names) == len(ENTRIES[assignment]) + 2  # the entries, the solutions and the release
     assert (first / "grades.csv").read_bytes() == (second / "grades.csv").read_bytes()
     pages = sorted(p.name for p in (first / "feedback").glob("*.html"))
@@ -149,3 +149,22 @@ def test_a_weakened_check_is_reported(tmp_path, monkeypatch, capsys):
     assert cli.main(["validate", ASSIGNMENT]) == 1
     out = capsys.readouterr().out
     assert "ex2-fill-zero" in out and "0/2" in out and "Not clean" in out
+
+
+@pytest.mark.parametrize("change, problem", [
+    ({"exercise": "ex9"}, "exercise should be one of"),
+    ({"outcome": "maybe"}, "outcome should be one of"),
+    ({"diagnostic": ""}, "needs the `diagnostic`"),
+    ({"also": "ex5"}, "`also` should be a list"),
+    ({"edit": [{"cell": "ex3_answer", "old": "x"}]}, "exactly `cell`, `old` and `new`"),
+    ({"name": "Bad Name"}, "lower-case letters"),
+    ({"colour": "red"}, "unknown fields"),
+])
+def test_malformed_corpus_entries_are_named(change, problem):
+    from autograder.corpus import CorpusError, _entry
+
+    good = {"name": "ex3-x", "exercise": "ex3", "outcome": "mistake", "about": "a", "diagnostic": "b",
+            "edit": [{"cell": "ex3_answer", "old": "x", "new": "y"}]}
+    assert _entry(good, set(CELLS[ASSIGNMENT])).name == "ex3-x"
+    with pytest.raises(CorpusError, match=problem.replace("(", r"\(")):
+        _entry({**good, **change}, set(CELLS[ASSIGNMENT]))

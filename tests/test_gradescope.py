@@ -59,11 +59,29 @@ def test_bundle_grades_a_submission(bundle, tmp_path):
     nbformat.write(example("ben"), root / "submission" / "my homework.ipynb")
     results = run_autograder(root)
     assert schema_errors(results) == []
-    scores = {test["name"]: test["score"] for test in results["tests"]}
+    scores = {test["extra_data"]["grade_id"]: test["score"] for test in results["tests"]}
     assert scores["ex1"] == 2 and 0 < scores["ex3"] < 5 and 0 < scores["ex6"] < 5
     assert results["score"] == pytest.approx(sum(scores.values()), abs=0.02)
-    ex3 = next(test for test in results["tests"] if test["name"] == "ex3")
+    ex3 = next(test for test in results["tests"] if test["extra_data"]["grade_id"] == "ex3")
+    assert ex3["name"] == "Exercise 3: A causal attention module"  # what students see on Gradescope
     assert ex3["status"] == "failed" and "softmax ran over the wrong dimension" in ex3["output"]
+    assert results["output"].splitlines()[0] == f"{results['score']:g} / 26 points"
+
+
+def test_links_and_debris_are_never_graded(tmp_path):
+    from autograder.gradescope import choose_notebook
+
+    submission = tmp_path / "submission"
+    (submission / "__MACOSX").mkdir(parents=True)
+    (submission / "__MACOSX" / "causal_attention.ipynb").write_text("{}")
+    (submission / ".ipynb_checkpoints").mkdir()
+    (submission / ".ipynb_checkpoints" / "causal_attention.ipynb").write_text("{}")
+    secret = tmp_path / "solutions.ipynb"
+    secret.write_text("{}")
+    (submission / "causal_attention.ipynb").symlink_to(secret)  # would grade the instructor's file
+    (submission / "mine.ipynb").write_text("{}")
+    chosen, others = choose_notebook(submission, ASSIGNMENT)
+    assert chosen == (submission / "mine.ipynb").resolve() and others == []
 
 
 def test_bundle_explains_a_submission_without_a_notebook(bundle, tmp_path):

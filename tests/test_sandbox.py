@@ -254,3 +254,23 @@ def test_locked_folders_are_wiped_and_shared_memory_gets_a_fresh_sandbox(sandbox
     reply, student = run(sandbox, "shm = open('/proc/sysvipc/shm').read().strip().splitlines()[1:]")
     assert student.value("shm") == []
     sandbox.finish()
+
+
+def test_without_bubblewrap_root_still_hands_student_code_to_an_unprivileged_user(tmp_path, monkeypatch):
+    """The process fallback (e.g. Gradescope's Docker) drops to the slot's uid whenever that
+    user can reach Python; where it cannot (Python under /root here), nothing is dropped and
+    the isolation warning already says grading is weak."""
+    from autograder import sandbox
+
+    if os.geteuid() != 0:
+        pytest.skip("only root drops privileges")
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    command = ["python", "-c", "pass"]
+    monkeypatch.setattr(sandbox, "_reachable", lambda path: True)
+    wrapped = sandbox._unprivileged_if_possible(3, command, str(scratch), tmp_path)
+    uid = sandbox.SANDBOX_UID_BASE + 3
+    assert wrapped[:2] == ["setpriv", f"--reuid={uid}"] and wrapped[-3:] == command
+    assert scratch.stat().st_uid == uid
+    monkeypatch.setattr(sandbox, "_reachable", lambda path: False)
+    assert sandbox._unprivileged_if_possible(3, command, str(scratch), tmp_path) == command

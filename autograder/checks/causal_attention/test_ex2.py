@@ -11,11 +11,17 @@ NAME = "mask_before_softmax"
 
 
 def mistakes(reference, qkt, d_out):
-    """Wrong scalings, and scaling the weights after softmax instead of the scores before."""
+    """Wrong scalings, scaling after softmax, and a hand-written softmax (which underflows
+    to 0 / 0 for scores far below zero)."""
     after = reference.mask_before_softmax(qkt, 1) / d_out ** 0.5
+    n = qkt.shape[-1]
+    future = torch.triu(torch.ones(n, n, dtype=torch.bool), diagonal=1)
+    exps = (qkt.masked_fill(future, float("-inf")) / d_out ** 0.5).exp()
     return scale_mistakes(reference.mask_before_softmax, qkt, d_out) + [
         (after, "the weights are divided by sqrt(d_out) after softmax, so rows no longer sum"
-         " to 1. Scale the scores before softmax.")]
+         " to 1. Scale the scores before softmax."),
+        (exps / exps.sum(dim=-1, keepdim=True), "exp / sum written by hand underflows to 0 / 0 for"
+         " scores far below zero. Use torch.softmax, which subtracts each row's maximum first.")]
 
 
 NOTEBOOK_QKT = torch.tensor([[0.1, 0.2, 0.3], [0.4, 0.5, 0.6], [0.7, 0.8, 0.9]])

@@ -18,13 +18,13 @@ def test_output_shape(student, rng, batch, tokens, heads):
     output = expect_tensor(student.forward(handle, randn(rng, batch, tokens, 5)), what, finite=False)
     d_head = 6 // heads
     shape = tuple(output.shape)
-    if shape == (batch, tokens * heads, d_head) or shape == (batch * heads, tokens, d_head):
+    if heads > 1 and shape in ((batch, tokens * heads, d_head), (batch * heads, tokens, d_head)):
         fail(f"{what} has shape {shape}: the heads are concatenated along the wrong dimension."
              " Concatenate along the last dimension (features): torch.cat(..., dim=-1).")
-    if len(shape) == 4 and sorted(shape) == sorted((batch, tokens, d_head, heads)):
+    if heads > 1 and len(shape) == 4 and sorted(shape) == sorted((batch, tokens, d_head, heads)):
         fail(f"{what} has shape {shape}: torch.stack adds a new dimension for the heads. Join"
              " them with torch.cat(..., dim=-1) so the features sit side by side.")
-    if shape == (batch, tokens, 6 * heads):
+    if heads > 1 and shape == (batch, tokens, 6 * heads):
         fail(f"{what} has shape {shape}: every head returns d_out features. Each head should"
              " return d_head = d_out // num_heads, so that together they give d_out.")
     expect_tensor(output, what, shape=(batch, tokens, 6))

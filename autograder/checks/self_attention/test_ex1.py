@@ -17,13 +17,13 @@ def expect_scores(student, x, what):
     got = expect_tensor(student.call(NAME, x.clone()), what, finite=False)
     expected = x @ x.T
     if tuple(got.shape) == (features, features) and tokens != features:
-        fail(f"{what} has shape {(features, features)}, a table of features: that is inputs.T @ inputs."
+        fail(f"{what} have shape {(features, features)}, a table of features: that is inputs.T @ inputs."
              f" The scores compare tokens, so they are inputs @ inputs.T, of shape {(tokens, tokens)}.")
     if tuple(got.shape) == (tokens, features):
-        fail(f"{what} has the shape of the inputs, {(tokens, features)}: multiply with a matrix product"
+        fail(f"{what} have the shape of the inputs, {(tokens, features)}: multiply with a matrix product"
              " (inputs @ inputs.T), not element by element (inputs * inputs).")
     if tuple(got.shape) == (tokens,):
-        fail(f"{what} has one score per token: these are the scores of a single query. Compute all"
+        fail(f"{what} hold one score per token: these are the scores of a single query. Compute all"
              " pairs at once with inputs @ inputs.T.")
     expect_tensor(got, what, shape=expected.shape)
     if close(got, torch.softmax(expected, dim=-1)):
@@ -33,11 +33,11 @@ def expect_scores(student, x, what):
 
 def test_journey(student):
     """Gives the 6 x 6 scores of the notebook's sentence"""
-    expect_scores(student, JOURNEY, "The scores of the notebook's sentence")
+    expect_scores(student, JOURNEY, "The scores for the notebook's sentence")
 
 
 @pytest.mark.weight(2)
 @pytest.mark.parametrize("tokens, features", [(4, 7), (9, 2), (1, 5)])
 def test_random_inputs(student, rng, tokens, features):
     """Gives (T, T) scores for other numbers of tokens and features"""
-    expect_scores(student, randn(rng, tokens, features), f"For inputs of shape {(tokens, features)}, the result")
+    expect_scores(student, randn(rng, tokens, features), f"For inputs of shape {(tokens, features)}, the scores")

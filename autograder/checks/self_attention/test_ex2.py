@@ -46,7 +46,7 @@ def expect_softmax(student, name, x, dim, what):
 def test_naive(student, rng, shape, dim):
     """softmax_naive matches softmax for ordinary inputs, along any dim"""
     expect_softmax(student, "softmax_naive", randn(rng, *shape), dim,
-                   f"softmax_naive(x, dim={dim}) for x of shape {shape}")
+                   f"The results of softmax_naive(x, dim={dim}) for x of shape {shape}")
 
 
 def test_naive_is_the_plain_formula(student, rng):
@@ -63,7 +63,7 @@ def test_naive_is_the_plain_formula(student, rng):
 def test_stable(student, rng, shape, dim):
     """softmax_stable matches softmax for ordinary inputs, along any dim"""
     expect_softmax(student, "softmax_stable", randn(rng, *shape), dim,
-                   f"softmax_stable(x, dim={dim}) for x of shape {shape}")
+                   f"The results of softmax_stable(x, dim={dim}) for x of shape {shape}")
 
 
 def stability_mistakes(x, dim):
@@ -89,7 +89,7 @@ def test_stable_for_large_inputs(student, rng, dim):
     x[0] += 1000  # exp overflows here
     x[1] -= 1000  # and underflows here
     x[2, 0], x[2, 1] = 500, -500  # a wide spread within one slice
-    what = f"softmax_stable(x, dim={dim}) for inputs around 1000"
+    what = f"The results of softmax_stable(x, dim={dim}) for inputs around 1000"
     got = expect_tensor(softmax_of(student, "softmax_stable", x, dim), what, shape=x.shape, finite=False)
     expected = torch.softmax(x, dim=dim)
     if not close(got, expected):

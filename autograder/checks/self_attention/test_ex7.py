@@ -25,7 +25,7 @@ def test_output_shape(student, rng, t1, t2):
     """Returns one row of d_out_v features per token of x_1, for x_2 of any length"""
     handle = student.new(NAME, (5, 3, 4))
     x_1, x_2 = randn(rng, t1, 5), randn(rng, t2, 5)
-    what = f"For x_1 of shape {(t1, 5)} and x_2 of shape {(t2, 5)}, the output"
+    what = f"For x_1 of shape {(t1, 5)} and x_2 of shape {(t2, 5)}, the outputs"
     try:
         output = student.forward(handle, x_1, x_2)
     except StudentError as error:
@@ -37,7 +37,7 @@ def test_output_shape(student, rng, t1, t2):
              " values must both come from x_2, queries from x_1.")
     output = expect_tensor(output, what, finite=False)
     if tuple(output.shape) == (t2, 4) and t1 != t2:
-        fail(f"{what} has one row per token of x_2: the queries come from x_2. Queries come from"
+        fail(f"{what} have one row per token of x_2: the queries come from x_2. Queries come from"
              " x_1 (it asks), keys and values from x_2 (it is looked at).")
     expect_tensor(output, what, shape=(t1, 4))
 
