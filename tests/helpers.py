@@ -34,6 +34,14 @@ def empty_answers(nb):
     return nb
 
 
+def submit(course, assignment, notebooks):
+    """Write {student: notebook} into nbgrader's submitted/<student>/<assignment>/ tree."""
+    for student, notebook in notebooks.items():
+        path = course / "submitted" / student / assignment / f"{assignment}.ipynb"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(notebook, path)
+
+
 def write(folder, student, nb):
     path = folder / f"{student}.ipynb"
     nbformat.write(nb, path)

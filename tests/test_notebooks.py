@@ -9,7 +9,7 @@ from autograder.examples import filled_notebook, write_examples
 from autograder.batch import grade_batch
 from autograder.nbgrader_steps import autograde, generate_assignment, gradebook_scores, release_path
 
-from helpers import empty_answers, make_notebook, scores
+from helpers import empty_answers, make_notebook, scores, submit
 
 ASSIGNMENT = "causal_attention"
 AUTOGRADED_POINTS = 26  # Exercises 1-8; the concept questions are graded by hand
@@ -55,11 +55,7 @@ def graded(course_copy):
     # A notebook that crashes half-way, and one with every answer cell left empty.
     crashing = make_notebook({"ex5_answer": [(
         "class MultiHeadAttention", "raise RuntimeError('my notebook stops here')\nclass MultiHeadAttention")]})
-    empty = empty_answers(make_notebook())
-    for student, notebook in (("fay", crashing), ("gus", empty)):
-        path = submitted / student / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
-        path.parent.mkdir(parents=True)
-        nbformat.write(notebook, path)
+    submit(course_copy, ASSIGNMENT, {"fay": crashing, "gus": empty_answers(make_notebook())})
     autograde(ASSIGNMENT, course_copy)
     return gradebook_scores(ASSIGNMENT, course_copy)
 

@@ -88,3 +88,17 @@ def expect_weight_rows(student, reference, class_name, args, rng, value_name, x_
              " over the last dimension.")
     if (got < 0).any():
         fail("Some attention weights are negative: they should come from softmax.")
+
+
+def expect_seeded_first_row(student, class_name, seed, expected, hint):
+    """`class_name(3, 2)` built after torch.manual_seed(seed) gives `expected` as the first
+    output row on the notebook's sentence (the values the notebook prints)."""
+    from ..shared import student_forward
+
+    handle = student.new(class_name, (3, 2), seed=seed)
+    got = student_forward(student, handle, JOURNEY, shape=(6, 2))
+    expected = torch.tensor(expected)
+    if not torch.allclose(got[0], expected, atol=1e-4):
+        fail(f"With torch.manual_seed({seed}) and {class_name}(3, 2), the first output row should be"
+             f" {[round(v, 4) for v in expected.tolist()]}, got {[round(v, 4) for v in got[0].tolist()]}. {hint}")
+

@@ -16,7 +16,18 @@ def expect_scores(student, x, what):
     tokens, features = x.shape
     got = expect_tensor(student.call(NAME, x.clone()), what, finite=False)
     expected = x @ x.T
-    if tuple(got.shape) == (features, features) and tokens != features:
+    # Name a mistake only when the answer is wrong: a right answer can look like one by
+    # chance (one token whose score is 1.0 is also its softmax).
+    if tuple(got.shape) != tuple(expected.shape):
+        name_shape_mistake(got, tokens, features, what)
+    expect_tensor(got, what, shape=expected.shape)
+    if tokens > 1 and not close(got, expected) and close(got, torch.softmax(expected, dim=-1)):
+        fail(f"{what} are softmax weights. Return the raw dot products; softmax comes later.")
+    expect_close(got, expected, what, "Entry [i, j] should be the dot product of token i and token j.")
+
+
+def name_shape_mistake(got, tokens, features, what):
+    if tuple(got.shape) == (features, features):
         fail(f"{what} have shape {(features, features)}, a table of features: that is inputs.T @ inputs."
              f" The scores compare tokens, so they are inputs @ inputs.T, of shape {(tokens, tokens)}.")
     if tuple(got.shape) == (tokens, features):
@@ -25,10 +36,6 @@ def expect_scores(student, x, what):
     if tuple(got.shape) == (tokens,):
         fail(f"{what} hold one score per token: these are the scores of a single query. Compute all"
              " pairs at once with inputs @ inputs.T.")
-    expect_tensor(got, what, shape=expected.shape)
-    if close(got, torch.softmax(expected, dim=-1)):
-        fail(f"{what} are softmax weights. Return the raw dot products; softmax comes later.")
-    expect_close(got, expected, what, "Entry [i, j] should be the dot product of token i and token j.")
 
 
 def test_journey(student):

@@ -2,10 +2,9 @@
 import pytest
 import torch
 
-from autograder.verdict import fail
 
 from ..shared import expect_reference_output, randn, student_forward
-from .common import JOURNEY, expect_parameters, expect_weight_rows, self_attention_mistakes
+from .common import expect_parameters, expect_seeded_first_row, expect_weight_rows, self_attention_mistakes
 
 NAME = "SelfAttention_v1"
 HINT = "Use nn.Parameter(torch.rand(d_in, d_out)) for W_query, W_key and W_value."
@@ -31,13 +30,8 @@ def test_reference_values(student, reference, rng, tokens):
 
 def test_canonical_seeded_values(student):
     """Gives the expected values for torch.manual_seed(123) on the notebook's sentence"""
-    handle = student.new(NAME, (3, 2), seed=123)
-    got = student_forward(student, handle, JOURNEY, shape=(6, 2))
-    expected = torch.tensor([0.2996, 0.8053])
-    if not torch.allclose(got[0], expected, atol=1e-4):
-        fail(f"With torch.manual_seed(123) and SelfAttention_v1(3, 2), the first output row should be"
-             f" {[round(v, 4) for v in expected.tolist()]}, got {[round(v, 4) for v in got[0].tolist()]}. Create W_query, W_key"
-             " and W_value in that order, each with torch.rand (not torch.randn).")
+    expect_seeded_first_row(student, NAME, 123, [0.2996, 0.8053],
+                            "Create W_query, W_key and W_value in that order, each with torch.rand (not torch.randn).")
 
 
 def test_weight_rows(student, reference, rng):

@@ -2,10 +2,9 @@
 import pytest
 import torch
 
-from autograder.verdict import fail
 
 from ..shared import expect_reference_output, randn, student_forward
-from .common import JOURNEY, expect_parameters, expect_weight_rows, self_attention_mistakes
+from .common import expect_parameters, expect_seeded_first_row, expect_weight_rows, self_attention_mistakes
 
 NAME = "SelfAttention_v2"
 HINT = "Use nn.Linear(d_in, d_out, bias=qkv_bias) for W_query, W_key and W_value."
@@ -36,13 +35,8 @@ def test_reference_values(student, reference, rng, qkv_bias):
 
 def test_canonical_seeded_values(student):
     """Gives the expected values for torch.manual_seed(789) on the notebook's sentence"""
-    handle = student.new(NAME, (3, 2), seed=789)
-    got = student_forward(student, handle, JOURNEY, shape=(6, 2))
-    expected = torch.tensor([-0.0739, 0.0713])
-    if not torch.allclose(got[0], expected, atol=1e-4):
-        fail(f"With torch.manual_seed(789) and SelfAttention_v2(3, 2), the first output row should be"
-             f" {[round(v, 4) for v in expected.tolist()]}, got {[round(v, 4) for v in got[0].tolist()]}. Create W_query, W_key"
-             " and W_value in that order, as nn.Linear layers.")
+    expect_seeded_first_row(student, NAME, 789, [-0.0739, 0.0713],
+                            "Create W_query, W_key and W_value in that order, as nn.Linear layers.")
 
 
 def test_weight_rows(student, reference, rng):

@@ -36,6 +36,8 @@ def expect_copied(weights, before, after, d_in, d_out):
                  " (copy values in place with .copy_ under torch.no_grad()).")
         got = expect_tensor(got, f"sa_v1.{part}")
         want = weights[part].T
+        if close(got, want):
+            continue
         if tuple(got.shape) == tuple(weights[part].shape) and d_in != d_out:
             fail(f"After the copy, sa_v1.{part} has shape {shape_text(got.shape)}, the shape of"
                  f" nn.Linear's weight. SelfAttention_v1 multiplies x @ {part}, so it needs the"
