@@ -71,12 +71,13 @@ def grade_batch(assignment, paths, course, out_dir=None, jobs=2, limits=None, fo
 
 def write_pages(assignment, out_dir, results, source, new_results=None):
     """feedback/<student>.html (for `new_results`, default all) and report.html."""
-    from .feedback import write_feedback
+    from .feedback import layout_of, write_feedback
     from .outputs import read_batch_file
     from .report import render_report
 
-    write_feedback(out_dir, results if new_results is None else new_results, source)
-    page = render_report(assignment, results, source, read_batch_file(out_dir).get("last_wall_time"))
+    layout = layout_of(source)
+    write_feedback(out_dir, results if new_results is None else new_results, layout)
+    page = render_report(assignment, results, layout, read_batch_file(out_dir).get("last_wall_time"))
     target = Path(out_dir) / "report.html"
     temporary = target.with_name(".report.html.partial")
     temporary.write_text(page)

@@ -49,6 +49,7 @@ def layout_of(source_nb):
     return layout
 
 
+@lru_cache(maxsize=None)
 def environment():
     env = Environment(loader=PackageLoader("autograder", "templates"),
                       autoescape=select_autoescape(["html", "j2"]), trim_blocks=True, lstrip_blocks=True)
@@ -112,9 +113,8 @@ def feedback_path(out_dir, student_id):
     return Path(out_dir) / "feedback" / f"{student_id}.html"
 
 
-def write_feedback(out_dir, results, source_nb):
+def write_feedback(out_dir, results, layout):
     """feedback/<student>.html for every result; returns the paths."""
-    layout = layout_of(source_nb)
     folder = Path(out_dir) / "feedback"
     folder.mkdir(parents=True, exist_ok=True)
     paths = []

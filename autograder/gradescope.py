@@ -115,6 +115,7 @@ def grade_submission(assignment, root):
     """Grade root/submission into root/results/results.json; return the results dict."""
     from .batch import grade_batch, read_source
     from .feedback import layout_of
+    from .nbgrader_steps import throwaway_course
     from .sandbox import isolation_warning
 
     root = Path(root)
@@ -131,11 +132,7 @@ def grade_submission(assignment, root):
         results = no_notebook_result(assignment, found)
     else:
         with tempfile.TemporaryDirectory(prefix="gradescope-") as scratch:
-            course = Path(scratch) / "course"
-            course.mkdir()
-            shutil.copy(ROOT / "nbgrader_config.py", course)
-            for folder in ("source", "release"):
-                shutil.copytree(ROOT / folder / assignment, course / folder / assignment)
+            course = throwaway_course(scratch, assignment)
             inbox = Path(scratch) / "inbox"
             inbox.mkdir()
             shutil.copy(notebook, inbox / "submission.ipynb")

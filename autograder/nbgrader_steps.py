@@ -47,3 +47,16 @@ def gradebook_scores(assignment, course=ROOT):
             row["total"] = submission.score
             scores[submission.student_id] = row
     return scores
+
+
+def throwaway_course(folder, assignment):
+    """folder/course: nbgrader's config and one assignment's source and release, nothing
+    graded. Grading in it never touches the real course's gradebook."""
+    import shutil
+
+    course = Path(folder) / "course"
+    course.mkdir()
+    shutil.copy(ROOT / "nbgrader_config.py", course)
+    for part in ("source", "release"):
+        shutil.copytree(ROOT / part / assignment, course / part / assignment)
+    return course

@@ -11,7 +11,7 @@ import re
 import statistics
 from collections import defaultdict
 
-from .feedback import _css, environment, layout_of
+from .feedback import _css, environment
 from .outputs import max_score_of
 
 NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:e-?\d+)?")
@@ -81,8 +81,7 @@ def needs_attention(results):
     return sorted(rows, key=lambda row: (row["status"] == "graded", row["student"]))
 
 
-def render_report(assignment, results, source_nb, wall_time=None):
-    layout = layout_of(source_nb)
+def render_report(assignment, results, layout, wall_time=None):
     graded = [r for r in results if r["extra_data"]["status"] == "graded"]
     cells = [name for name in layout.titles]
     max_score = max((max_score_of(r) for r in results), default=0.0)

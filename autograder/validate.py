@@ -9,16 +9,14 @@ that caught no mistake at all.
 import contextlib
 import io
 import os
-import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
 
-from . import ROOT
 from .corpus import SOLUTIONS, STUBS, check_outcomes, judge, load, write_submissions
-from .nbgrader_steps import release_path
+from .nbgrader_steps import release_path, throwaway_course
 
 
 def release_namespace(assignment, course=None):
@@ -78,7 +76,7 @@ def grade_corpus(assignment, folder, seed, jobs, out_dir, only=None):
     from .submissions import grade_cells
 
     with tempfile.TemporaryDirectory(prefix="autograder-validate-") as scratch:
-        course = _course_copy(Path(scratch), assignment)
+        course = throwaway_course(scratch, assignment)
         cells = list(grade_cells(read_source(course, assignment)))
         entries = [e for e in load(assignment, cells) if only is None or e.name in only]
         unknown = set(only or ()) - {e.name for e in entries}
@@ -128,13 +126,3 @@ def summarize(assignment, seed, cells, entries, results, seconds):
         if (cell, check) not in caught_by_some:
             reports[cell].idle_checks.append(check)
     return Validation(assignment, seed, reports, problems, results, seconds)
-
-
-def _course_copy(scratch, assignment):
-    """A throwaway course, so corpus "students" never reach the real gradebook."""
-    course = scratch / "course"
-    course.mkdir()
-    shutil.copy(ROOT / "nbgrader_config.py", course)
-    for folder in ("source", "release"):
-        shutil.copytree(ROOT / folder / assignment, course / folder / assignment)
-    return course
