@@ -171,6 +171,7 @@ class Worker:
         self.wire = wire
         self.control = control
         self.child = None
+        self.child_cpu = None  # CPU seconds the last child used, once it is reaped
         self.shell = _make_shell()
 
     def reply(self, message):
@@ -186,7 +187,7 @@ class Worker:
                 clean = self.end()
                 # Anything left behind would reach the next student: then this sandbox
                 # must be replaced, and the grader does so when it does not hear "ready".
-                self.reply(("ready", status) if clean else ("dirty", status))
+                self.reply(("ready" if clean else "dirty", status, self.child_cpu))
             elif message[0] == "quit":
                 self.end()
                 return
@@ -207,18 +208,19 @@ class Worker:
                 code = 1
             os._exit(code)
         os.close(channel)
-        self.child = pid
+        self.child, self.child_cpu = pid, None
 
     def child_status(self):
         """How the child ended, if it already has (None while it still runs)."""
         if self.child is None:
             return None
         try:
-            pid, code = os.waitpid(self.child, os.WNOHANG)
+            pid, code, usage = os.wait4(self.child, os.WNOHANG)
         except ChildProcessError:
             return None
         if pid == 0:
             return None
+        self.child_cpu = usage.ru_utime + usage.ru_stime
         return _describe_exit(code)
 
     def end(self):
@@ -227,7 +229,9 @@ class Worker:
             return True
         pid, self.child = self.child, None
         try:
-            _kill_everything(pid, OWN_PID_NAMESPACE)
+            cpu = _kill_everything(pid, OWN_PID_NAMESPACE)
+            if self.child_cpu is None:
+                self.child_cpu = cpu
             return _wipe(SCRATCH) and (not OWN_PID_NAMESPACE or _clean_ipc())
         except Exception:
             return False
@@ -250,8 +254,10 @@ def _descendants():
 
 
 def _kill_everything(pid, own_pid_namespace):
-    """SIGKILL the child and every descendant (orphans come back to us: subreaper)."""
-    status = None
+    """SIGKILL the child and every descendant (orphans come back to us: subreaper).
+
+    Returns the CPU seconds the child used, if it was reaped here."""
+    cpu = None
     for _ in range(1000):
         if own_pid_namespace:
             try:
@@ -266,17 +272,17 @@ def _kill_everything(pid, own_pid_namespace):
                 pass
         while True:  # reap
             try:
-                reaped, code = os.waitpid(-1, os.WNOHANG)
+                reaped, _, usage = os.wait4(-1, os.WNOHANG)
             except ChildProcessError:
                 break
             if reaped == 0:
                 break
             if reaped == pid:
-                status = _describe_exit(code)
+                cpu = usage.ru_utime + usage.ru_stime
         if not victims:
-            return status
+            return cpu
         time.sleep(0.001)
-    return status
+    return cpu
 
 
 def _describe_exit(code):
@@ -421,6 +427,9 @@ def main(control_fd, own_pid_namespace, scratch):
     _warm_up()
     _wipe(SCRATCH)
     worker = Worker(control)
+    import gc
+
+    gc.freeze()  # children never scan (and so never copy) the warm interpreter's objects
     worker.reply(("hello", {"pid": os.getpid(), "python": sys.version.split()[0], "torch": str(torch.__version__)}))
     try:
         worker.serve()

@@ -5,6 +5,7 @@
 dict in Gradescope's results.json schema, with our own details in `extra_data`.
 """
 import contextlib
+import gc
 import io
 import os
 import time
@@ -53,10 +54,16 @@ def worker_setup(spec, slots=None):
 def _setup(spec, slot):
     from .sandbox import Limits, Sandbox
 
+    from .runner import CheckSession
+
     sandbox = _state["sandbox"] = Sandbox(slot, Limits(**spec.limits))
     sandbox.launch()  # first: it imports torch while we warm up below (if not warm yet)
     warm_up(spec)
+    _state["checks"] = CheckSession(spec.assignment)
     sandbox.await_hello()
+    # This process lives for the whole batch: keep the garbage collector from
+    # walking torch's and pytest's objects again and again.
+    gc.freeze()
 
 
 def warm_up(spec):
@@ -70,7 +77,6 @@ def warm_up(spec):
 
     from . import reference
     from .runner import run_checks
-    from .student import NamespaceStudent
 
     torch.set_num_threads(1)
     course = Path(spec.course)
@@ -78,11 +84,35 @@ def warm_up(spec):
     _state["release"] = nbformat.read(course / "release" / spec.assignment / f"{spec.assignment}.ipynb", as_version=4)
     with contextlib.redirect_stdout(io.StringIO()):
         solved = reference.solved_namespace(spec.assignment)
-    run_checks(spec.assignment, NamespaceStudent(solved), seed=spec.seed)
+    run_checks(spec.assignment, _WarmUpStudent(solved), seed=spec.seed)
     _state["warm"] = spec.assignment
 
 
+class _WarmUpStudent:
+    """The solutions, for warming up the trusted side of the checks.
+
+    Its meta-device probe is skipped: that probe runs in the sandbox, and here it
+    would import torch's compiler (about a second) into every grading process.
+    """
+
+    def __init__(self, namespace):
+        from .student import NamespaceStudent
+
+        self._student = NamespaceStudent(namespace)
+
+    def meta_forward(self, handle, *inputs):
+        from .student import StudentError
+
+        raise StudentError("not run while warming up")
+
+    def __getattr__(self, name):
+        return getattr(self._student, name)
+
+
 def worker_teardown():
+    checks = _state.pop("checks", None)
+    if checks:
+        checks.close()
     sandbox = _state.pop("sandbox", None)
     if sandbox:
         sandbox.cleanup(graceful=False)
@@ -127,7 +157,6 @@ def grade_job(submission):
 
 
 def grade_clean(spec, clean, base, started):
-    from .runner import run_checks
     from .sandbox import SandboxStudent
 
     sandbox = _state["sandbox"]
@@ -147,10 +176,14 @@ def grade_clean(spec, clean, base, started):
             student.lose(kind, first[1] if kind == "timeout" else None)
             notes.append("the notebook did not finish running: " + student.lost)
         clock = time.perf_counter()
-        checks = run_checks(spec.assignment, student, seed=spec.seed)
+        checks = _state["checks"].run(student, spec.seed)
         timings["checks"] = round(time.perf_counter() - clock, 4)
     finally:
-        ending = sandbox.finish() if sandbox.process else None
+        ending = None
+        if sandbox.process:
+            ending = sandbox.finish()
+            if sandbox.last_cpu is not None:  # the submission's own process, cells and probes
+                timings["sandbox_cpu"] = round(sandbox.last_cpu, 4)
     if student.lost_kind == "died" and ending:
         notes.append(f"how your code's process ended: {ending}")
     elif student.lost and student.lost not in " ".join(notes):

@@ -5,6 +5,7 @@ The per-student JSON files are the source of truth. Each is written atomically
 killed at any point loses nothing and a rerun grades only what is missing.
 grades.csv and the gradebook are rebuilt from them at the end of every run.
 """
+import contextlib
 import csv
 import json
 import os
@@ -158,37 +159,48 @@ def _ensure_assignment(gradebook, db_url, course, assignment):
     SaveCells().preprocess(source, resources)
 
 
-def sync_gradebook(course, assignment, results, db_url=None):
-    """Write every result's scores into nbgrader's gradebook (idempotent).
+class GradebookSync:
+    """One open gradebook session that writes results' scores (idempotently).
 
-    Students whose gradebook scores already match are skipped, so rerunning a
-    batch costs little. Manual scores a TA entered (concept questions, overrides)
-    are kept.
+    It remembers every student's scores, read once when it opens, so results
+    whose scores the gradebook already has cost nothing: rerunning a batch, or
+    handing it all results at the end, is cheap. Manual scores a TA entered
+    (concept questions, overrides) are kept.
     """
-    from nbgrader.api import Gradebook
 
-    db_url = db_url or gradebook_url(course)
-    with warnings.catch_warnings(), Gradebook(db_url) as gradebook:
-        warnings.simplefilter("ignore")  # SQLAlchemy chatter from inside nbgrader
-        if db_url.startswith("sqlite"):
-            # nbgrader commits once per new submission; without a disk flush each time,
-            # 100 students take a second instead of several. The JSON results stay the
-            # source of truth, and every run rebuilds the gradebook from them.
-            from sqlalchemy import text
+    def __init__(self, course, assignment, db_url=None):
+        from nbgrader.api import Gradebook
 
-            gradebook.db.execute(text("PRAGMA synchronous=OFF"))
-        _ensure_assignment(gradebook, db_url, course, assignment)
-        known = {s.student.id: {g.name: g.auto_score for g in s.notebooks[0].grades}
-                 for s in gradebook.assignment_submissions(assignment) if s.notebooks}
+        self.assignment = assignment
+        db_url = db_url or gradebook_url(course)
+        with _quiet():
+            self.gradebook = Gradebook(db_url)
+            if db_url.startswith("sqlite"):
+                # nbgrader commits once per new submission; without a disk flush each time,
+                # 100 students take a second instead of several. The JSON results stay the
+                # source of truth, and every run rebuilds the gradebook from them.
+                from sqlalchemy import text
+
+                self.gradebook.db.execute(text("PRAGMA synchronous=OFF"))
+            _ensure_assignment(self.gradebook, db_url, course, assignment)
+            self.known = {s.student.id: {g.name: g.auto_score for g in s.notebooks[0].grades}
+                          for s in self.gradebook.assignment_submissions(assignment) if s.notebooks}
+
+    def write(self, results):
+        with _quiet():
+            self._write(results)
+
+    def _write(self, results):
+        gradebook, assignment = self.gradebook, self.assignment
         for result in results:
             extra = result["extra_data"]
             if extra["status"] not in ("graded", "invalid"):
                 continue
             student = extra["student_id"]
             scores = {t["name"]: t["score"] for t in result["tests"]}
-            if student in known and all(known[student].get(n) == v for n, v in scores.items()):
+            if student in self.known and all(self.known[student].get(n) == v for n, v in scores.items()):
                 continue
-            if student not in known:
+            if student not in self.known:
                 gradebook.update_or_create_student(student)
                 gradebook.add_submission(assignment, student)
             submission = gradebook.find_submission_notebook(assignment, assignment, student)  # notebook, assignment, student
@@ -198,14 +210,40 @@ def sync_gradebook(course, assignment, results, db_url=None):
                     grade.needs_manual_grade = grade.manual_score is not None
                 elif grade.manual_score is None:
                     grade.needs_manual_grade = True  # a written answer for formgrader
+            self.known[student] = {**self.known.get(student, {}), **scores}
         gradebook.db.commit()
+
+    def close(self):
+        with _quiet():
+            self.gradebook.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+@contextlib.contextmanager
+def _quiet():
+    """Silence the SQLAlchemy chatter from inside nbgrader."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
+
+
+def sync_gradebook(course, assignment, results, db_url=None):
+    """Write every result's scores into nbgrader's gradebook (idempotent)."""
+    with GradebookSync(course, assignment, db_url) as gradebook:
+        gradebook.write(results)
 
 
 class GradebookWriter:
     """Writes results into the gradebook from a background thread while grading goes on.
 
     nbgrader's gradebook takes about 40 ms per new submission (and seconds to
-    create a new database); doing that while the workers grade hides it.
+    create a new database); doing that while the workers grade hides most of
+    it. The thread keeps one `GradebookSync` open for the whole batch.
     `finish(results)` syncs whatever is still missing and re-raises any error.
     """
 
@@ -223,24 +261,24 @@ class GradebookWriter:
         self.queue.put(result)
 
     def _run(self):
-        batch = []
         try:
-            sync_gradebook(self.course, self.assignment, [])  # create the database and the assignment
-            while True:
-                item = self.queue.get()
-                if item is not None:
-                    batch.append(item)
-                if item is None or self.queue.empty():
-                    sync_gradebook(self.course, self.assignment, batch)
-                    batch = []
-                if item is None:
-                    return
+            # Opened in this thread: an SQLite connection belongs to the thread that made it.
+            with GradebookSync(self.course, self.assignment) as gradebook:
+                while True:
+                    batch, finished = [self.queue.get()], None
+                    while not self.queue.empty():
+                        batch.append(self.queue.get())
+                    if isinstance(batch[-1], list):  # finish(): every result, then stop
+                        finished = batch.pop()
+                    gradebook.write(batch)
+                    if finished is not None:
+                        gradebook.write(finished)  # anything from earlier runs
+                        return
         except Exception as error:  # reported by finish(); the JSON results are safe
             self.error = error
 
     def finish(self, results):
-        self.queue.put(None)
+        self.queue.put(list(results))
         self.thread.join()
         if self.error is not None:
             raise self.error
-        sync_gradebook(self.course, self.assignment, results)  # anything from earlier runs

@@ -48,11 +48,13 @@ def _short_repr(excinfo, style=None):
 
 
 class GradingPlugin:
-    def __init__(self, assignment, student, seed):
+    def __init__(self, assignment, student=None, seed=0):
         self.assignment = assignment
-        self._student = student
-        self.run_seed = seed
-        self.results = []
+        self.begin(student, seed)
+
+    def begin(self, student, seed):
+        """Grade `student` with inputs from `seed` from now on, with fresh results."""
+        self._student, self.run_seed, self.results = student, seed, []
 
     def pytest_configure(self, config):
         config.addinivalue_line("markers", "weight(n): relative weight of a check in its grade cell")

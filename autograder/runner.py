@@ -2,7 +2,9 @@
 import contextlib
 import io
 import os
+import queue
 import secrets
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -39,28 +41,116 @@ class CellResult:
         return min(points, round(points * self.fraction, 2))
 
 
-def run_checks(assignment, student, cells=None, seed=None):
-    """{grade_id: CellResult} for the given grade cells (default: all)."""
-    cells = list(cells) if cells is not None else grade_ids(assignment)
-    seed = secrets.randbits(31) if seed is None else seed
+def _check_files(assignment, cells):
     files = [checks_dir(assignment) / f"test_{cell}.py" for cell in cells]
     missing = [str(f) for f in files if not f.exists()]
     if missing:
         raise ChecksBroken(f"no hidden checks for {missing}")
-    plugin = GradingPlugin(assignment, student, seed)
-    args = [*map(str, files), "-c", str(CHECKS / "pytest.ini"), "--rootdir", str(CHECKS),
+    return files
+
+
+def _pytest_args(files):
+    return [*map(str, files), "-c", str(CHECKS / "pytest.ini"), "--rootdir", str(CHECKS),
             "-p", "no:cacheprovider", "-p", "no:faulthandler", "-p", "no:stepwise",
             "-p", "no:unraisableexception", "-p", "no:threadexception",
-            "--assert=plain", "--capture=sys", "-q", "-W", "ignore"]
-    log = io.StringIO()
-    with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log), _no_plugin_autoload():
-        code = pytest.main(args, plugins=[plugin])
-    if code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
-        raise ChecksBroken(f"the hidden checks did not run (pytest exit {int(code)}):\n{log.getvalue()[-3000:]}")
+            "-p", "no:terminal", "--assert=plain", "--capture=sys", "-W", "ignore"]
+
+
+def _by_cell(cells, checks):
     results = {cell: CellResult(cell) for cell in cells}
-    for check in plugin.results:
+    for check in checks:
         results[check.grade_id].checks.append(check)
     return results
+
+
+def run_checks(assignment, student, cells=None, seed=None):
+    """{grade_id: CellResult} for the given grade cells (default: all)."""
+    cells = list(cells) if cells is not None else grade_ids(assignment)
+    seed = secrets.randbits(31) if seed is None else seed
+    plugin = GradingPlugin(assignment, student, seed)
+    log = io.StringIO()
+    with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log), _no_plugin_autoload():
+        code = pytest.main(_pytest_args(_check_files(assignment, cells)), plugins=[plugin])
+    if code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+        raise ChecksBroken(f"the hidden checks did not run (pytest exit {int(code)}):\n{log.getvalue()[-3000:]}")
+    return _by_cell(cells, plugin.results)
+
+
+class CheckSession:
+    """The hidden checks of one assignment, collected once and run for many students.
+
+    `run_checks` starts pytest afresh every time: configuration, plugins and
+    collection cost about a third of a submission's checks. Here, as in a
+    pytest-xdist worker, one pytest session lives on in a helper thread and its
+    run-test loop runs the collected checks again for each `run(student, seed)`.
+    Results are the same as `run_checks` gives.
+    """
+
+    def __init__(self, assignment, cells=None):
+        self.cells = list(cells) if cells is not None else grade_ids(assignment)
+        self.plugin = GradingPlugin(assignment)
+        self._jobs, self._done = queue.Queue(), queue.Queue()
+        self._log = io.StringIO()
+        args = _pytest_args(_check_files(assignment, self.cells))
+        self._thread = threading.Thread(target=self._session, args=(args,), name="checks", daemon=True)
+        self._thread.start()
+        kind, detail = self._done.get()
+        if kind != "collected":
+            self._thread.join()
+            raise ChecksBroken(f"the hidden checks did not load ({detail}):\n{self._log.getvalue()[-3000:]}")
+
+    def run(self, student, seed):
+        """{grade_id: CellResult}, like `run_checks(assignment, student, seed=seed)`."""
+        if not self._thread.is_alive():
+            raise ChecksBroken("the check session has ended")
+        self._jobs.put((student, seed))
+        kind, detail = self._done.get()
+        if kind != "ran":
+            raise ChecksBroken(f"the hidden checks failed to run: {detail}")
+        return _by_cell(self.cells, detail)
+
+    def close(self):
+        if self._thread.is_alive():
+            self._jobs.put(None)
+            self._thread.join()
+
+    # -- the helper thread --------------------------------------------------
+    def _session(self, args):
+        try:
+            with _no_plugin_autoload():
+                code = pytest.main(args, plugins=[self.plugin, _Loop(self)])
+        except BaseException as error:  # noqa: B036 (reported to the waiting thread)
+            code = f"{type(error).__name__}: {error}"
+        self._done.put(("ended", f"pytest exit {code}"))
+
+    def _serve(self, session):
+        if session.testsfailed:  # collection errors: an instructor's mistake
+            return
+        self._done.put(("collected", None))
+        items = session.items
+        while (job := self._jobs.get()) is not None:
+            self.plugin.begin(*job)
+            try:
+                for index, item in enumerate(items):
+                    following = items[index + 1] if index + 1 < len(items) else None
+                    item.config.hook.pytest_runtest_protocol(item=item, nextitem=following)
+            except Exception as error:
+                self._done.put(("failed", f"{type(error).__name__}: {error}"))
+            else:
+                self._done.put(("ran", self.plugin.results))
+            self.plugin.begin(None, 0)  # drop the student: its sandbox is finished
+
+
+class _Loop:
+    """Replaces pytest's run-test loop by `CheckSession._serve`."""
+
+    def __init__(self, owner):
+        self.owner = owner
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtestloop(self, session):
+        self.owner._serve(session)
+        return True
 
 
 @contextlib.contextmanager

@@ -240,6 +240,7 @@ class Sandbox:
         self.deadline = None
         self.agent = None
         self.scratch = None
+        self.last_cpu = None
 
     # life cycle
     def start(self):
@@ -392,8 +393,12 @@ class Sandbox:
             return ("died", None) if "closed" in str(error) else ("unreadable", str(error))
 
     def finish(self):
-        """Kill everything the submission started and wipe its files; how the child ended."""
+        """Kill everything the submission started and wipe its files; how the child ended.
+
+        `last_cpu` is then the CPU seconds the submission's process used (or None).
+        """
         self._drop_channel()
+        self.last_cpu = None
         if self.process is None:
             return None
         try:
@@ -402,6 +407,8 @@ class Sandbox:
             return None  # the worker was killed (closed now; the next run starts a new one)
         if reply[0] != "ready":  # "dirty": something survived the clean-up; start afresh
             self.close()
+        if len(reply) > 2 and type(reply[2]) is float:
+            self.last_cpu = reply[2]
         return reply[1] if len(reply) > 1 and type(reply[1]) is str else None
 
 

@@ -13,6 +13,7 @@ strings, lists, dicts), so the same checks run against
 When the student's code raises, a probe raises `StudentError`, whose message is
 written for the student.
 """
+import contextlib
 import copy
 
 import torch
@@ -40,6 +41,25 @@ def byte_tokenizer():
         name="bytes", pat_str=r"\S+|\s+",
         mergeable_ranks={bytes([i]): i for i in range(256)}, special_tokens={},
     )
+
+
+@contextlib.contextmanager
+def seeded(seed=None):
+    """Like `torch.manual_seed(seed)` inside `torch.random.fork_rng(devices=[])`.
+
+    Only the CPU generator is seeded and restored afterwards. `torch.manual_seed`
+    also queues a seed call, with a stack trace, for every accelerator backend
+    that has not started: about 1 ms a call, in a list that only grows in a
+    long-lived process without a GPU.
+    """
+    generator = torch.default_generator
+    state = generator.get_state()
+    if seed is not None:
+        generator.manual_seed(seed)
+    try:
+        yield
+    finally:
+        generator.set_state(state)
 
 
 def to_plain(value, what="your code"):
@@ -139,9 +159,7 @@ class NamespaceStudent:
     def new(self, class_name, args=(), kwargs=None, seed=None):
         """Build an instance (after torch.manual_seed(seed) if given); return a handle."""
         cls = self._get(class_name)
-        with torch.random.fork_rng(devices=[]):
-            if seed is not None:
-                torch.manual_seed(seed)
+        with seeded(seed):
             instance = self._run(f"`{class_name}(...)`", cls, *args, **(kwargs or {}))
         handle = f"{class_name}#{len(self._objects)}"
         self._objects[handle] = instance
@@ -206,8 +224,7 @@ class NamespaceStudent:
     def forward(self, handle, *inputs, train=False, seed=0):
         module = self._module(handle)
         module.train(train)
-        with torch.random.fork_rng(devices=[]), torch.no_grad():
-            torch.manual_seed(seed)
+        with seeded(seed), torch.no_grad():
             output = self._run("forward", module, *inputs)
         return to_plain(output, "forward")
 
@@ -279,8 +296,7 @@ class NamespaceStudent:
         from torch.utils.data import DataLoader
 
         function = self._get(function_name)
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
+        with seeded(seed):
             loader = self._run(f"`{function_name}`", function, text,
                                tokenizer=byte_tokenizer(), **kwargs)
 

@@ -2,7 +2,7 @@
 import pytest
 
 from autograder.regions import read_regions, solutions_path, strip_solution_markers
-from autograder.runner import run_checks
+from autograder.runner import CheckSession, ChecksBroken, run_checks
 from autograder.student import NamespaceStudent
 
 ASSIGNMENT = "causal_attention"
@@ -58,3 +58,35 @@ def test_feedback_never_shows_check_code(solved, stubs):
     for leak in ("def test_", "assert ", "student.", "reference.", "Traceback", "/autograder/"):
         assert leak not in text
     assert "This part is not answered yet." in text
+
+
+def outcome(results):
+    return {cell: [(c.name, c.passed, c.message) for c in r.checks] for cell, r in results.items()}
+
+
+def test_a_check_session_grades_student_after_student_like_run_checks(solved, stubs, capfd):
+    """One pytest session reused for many students (what grading workers do) gives the
+    same results as a fresh run, in any order, and prints nothing."""
+    mistaken = with_edit(solved, "ex6_answer", "math.sqrt(d_head)", "math.sqrt(self.d_out)")
+    session = CheckSession(ASSIGNMENT)
+    try:
+        for namespace, seed in [(solved, 3), (stubs, 3), (mistaken, 3), (solved, 4), (mistaken, 3)]:
+            expected = outcome(run_checks(ASSIGNMENT, NamespaceStudent(namespace), seed=seed))
+            assert outcome(session.run(NamespaceStudent(namespace), seed)) == expected
+    finally:
+        session.close()
+    assert session.plugin.results == [] and session.plugin._student is None  # no student kept alive
+    with pytest.raises(ChecksBroken):
+        session.run(NamespaceStudent(solved), 3)
+    assert capfd.readouterr().out == ""
+
+
+def test_a_check_session_with_broken_checks_says_so(tmp_path, monkeypatch):
+    broken = tmp_path / ASSIGNMENT
+    broken.mkdir()
+    (broken / "test_ex1.py").write_text("import no_such_module\n")
+    monkeypatch.setattr("autograder.runner.CHECKS", tmp_path)
+    monkeypatch.setattr("autograder.runner.checks_dir", lambda assignment: tmp_path / assignment)
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    with pytest.raises(ChecksBroken, match="did not load"):
+        CheckSession(ASSIGNMENT)

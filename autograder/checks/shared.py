@@ -5,6 +5,7 @@ identical parameters (copied by name) and running both on the same input.
 """
 import torch
 
+from autograder.student import seeded
 from autograder.verdict import close, expect_close, expect_tensor, fail, name_mistake, shape_text
 
 
@@ -14,8 +15,7 @@ def randn(rng, *shape):
 
 def reference_module(reference, class_name, *args, seed=0, **kwargs):
     """The reference module, initialised from `seed` without touching global RNG state."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+    with seeded(seed):
         return getattr(reference, class_name)(*args, **kwargs).eval()
 
 
