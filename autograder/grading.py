@@ -4,9 +4,7 @@
 `Sandbox` (one per worker process, made by `worker_setup`) and returns a plain
 dict in Gradescope's results.json schema, with our own details in `extra_data`.
 """
-import contextlib
 import gc
-import io
 import os
 import time
 from dataclasses import dataclass, field
@@ -52,13 +50,12 @@ def worker_setup(spec, slots=None):
 
 
 def _setup(spec, slot):
+    from .runner import CheckSession
     from .sandbox import Limits, Sandbox
 
-    from .runner import CheckSession
-
     sandbox = _state["sandbox"] = Sandbox(slot, Limits(**spec.limits))
-    sandbox.launch()  # first: it imports torch while we warm up below (if not warm yet)
-    warm_up(spec)
+    sandbox.launch()  # first: it starts (about 3 s) while this process gets ready below
+    _prepare(spec)
     _state["checks"] = CheckSession(spec.assignment)
     sandbox.await_hello()
     # This process lives for the whole batch: keep the garbage collector from
@@ -66,47 +63,14 @@ def _setup(spec, slot):
     gc.freeze()
 
 
-def warm_up(spec):
-    """Import torch and run the checks once on the reference (about 2 s, once per process).
-
-    The scheduler calls this before forking its workers, so they start warm.
-    """
-    if _state.get("warm") == spec.assignment:
-        return
+def _prepare(spec):
+    """torch, and the assignment's source and release notebooks for sanitizing."""
     import torch
-
-    from . import reference
-    from .runner import run_checks
 
     torch.set_num_threads(1)
     course = Path(spec.course)
     _state["source"] = nbformat.read(course / "source" / spec.assignment / f"{spec.assignment}.ipynb", as_version=4)
     _state["release"] = nbformat.read(course / "release" / spec.assignment / f"{spec.assignment}.ipynb", as_version=4)
-    with contextlib.redirect_stdout(io.StringIO()):
-        solved = reference.solved_namespace(spec.assignment)
-    run_checks(spec.assignment, _WarmUpStudent(solved), seed=spec.seed)
-    _state["warm"] = spec.assignment
-
-
-class _WarmUpStudent:
-    """The solutions, for warming up the trusted side of the checks.
-
-    Its meta-device probe is skipped: that probe runs in the sandbox, and here it
-    would import torch's compiler (about a second) into every grading process.
-    """
-
-    def __init__(self, namespace):
-        from .student import NamespaceStudent
-
-        self._student = NamespaceStudent(namespace)
-
-    def meta_forward(self, handle, *inputs):
-        from .student import StudentError
-
-        raise StudentError("not run while warming up")
-
-    def __getattr__(self, name):
-        return getattr(self._student, name)
 
 
 def worker_teardown():
@@ -133,7 +97,7 @@ def _die_with_parent():
 
 def grade_job(submission):
     """Grade one Submission on this worker; never raises for a student's fault."""
-    spec, started = _state["spec"], time.perf_counter()
+    spec, started, cpu = _state["spec"], time.perf_counter(), time.process_time()
     if "setup_error" in _state:
         raise RuntimeError(f"this grading worker could not start: {_state['setup_error']}")
     base = {"student_id": submission.student_id, "path": str(submission.path)}
@@ -153,6 +117,9 @@ def grade_job(submission):
     result = grade_clean(spec, clean, base, started)
     if spec.autograded_dir:
         write_autograded(spec, submission.student_id, clean.notebook, result)
+    # The grader's own CPU for this submission (sanitizing, checks, outputs), as
+    # opposed to "sandbox_cpu", the student's process.
+    result["extra_data"]["timings"]["grader_cpu"] = round(time.process_time() - cpu, 4)
     return result
 
 

@@ -2,15 +2,15 @@
 
 A scheduler takes a `BatchSpec` and an iterable of submissions and yields one
 result dict per submission as soon as it is ready, in any order. `grade_job`
-runs on a worker that `worker_setup(spec)` has prepared (warm checks, one warm
-sandbox). `LocalScheduler` uses processes on this machine; a Dask scheduler
+runs on a worker that `worker_setup(spec)` has prepared (its checks collected,
+one warm sandbox). `LocalScheduler` uses processes on this machine; a Dask scheduler
 would call the same two functions on cluster workers.
 """
 import multiprocessing
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from typing import Iterable, Iterator, Protocol
 
-from .grading import BatchSpec, grade_job, warm_up, worker_setup
+from .grading import BatchSpec, grade_job, worker_setup
 
 
 class Scheduler(Protocol):
@@ -21,9 +21,9 @@ class Scheduler(Protocol):
 class LocalScheduler:
     """`jobs` worker processes, each with its own warm sandbox.
 
-    The checks are warmed once here and the workers forked from this process,
-    so they start warm and share those pages (spawning each would import torch
-    and warm the checks again, on every core at once).
+    Workers are forked at once, before this process imports torch: each starts
+    its sandbox first and gets ready while the sandbox starts, so every core has
+    work from the first second (warming up here first left cores idle).
     """
 
     def __init__(self, jobs):
@@ -33,7 +33,6 @@ class LocalScheduler:
         submissions = list(submissions)
         if not submissions:
             return
-        warm_up(spec)
         context = multiprocessing.get_context("fork")
         slots = context.Queue()
         workers = min(self.jobs, len(submissions))
