@@ -204,12 +204,13 @@ class GradebookSync:
                 gradebook.update_or_create_student(student)
                 gradebook.add_submission(assignment, student)
             submission = gradebook.find_submission_notebook(assignment, assignment, student)  # notebook, assignment, student
-            for grade in submission.grades:
-                if grade.name in scores:
-                    grade.auto_score = scores[grade.name]
-                    grade.needs_manual_grade = grade.manual_score is not None
-                elif grade.manual_score is None:
-                    grade.needs_manual_grade = True  # a written answer for formgrader
+            with gradebook.db.no_autoflush:  # one flush at the commit, not one per grade read
+                for grade in submission.grades:
+                    if grade.name in scores:
+                        grade.auto_score = scores[grade.name]
+                        grade.needs_manual_grade = grade.manual_score is not None
+                    elif grade.manual_score is None:
+                        grade.needs_manual_grade = True  # a written answer for formgrader
             self.known[student] = {**self.known.get(student, {}), **scores}
         gradebook.db.commit()
 
