@@ -53,6 +53,7 @@ def _setup(spec, slot):
     from .runner import CheckSession
     from .sandbox import Limits, Sandbox
 
+    _pin_to_one_core(slot)
     sandbox = _state["sandbox"] = Sandbox(slot, Limits(**spec.limits))
     sandbox.launch()  # first: it starts (about 3 s) while this process gets ready below
     _prepare(spec)
@@ -61,6 +62,20 @@ def _setup(spec, slot):
     # This process lives for the whole batch: keep the garbage collector from
     # walking torch's and pytest's objects again and again.
     gc.freeze()
+
+
+def _pin_to_one_core(slot):
+    """Keep this worker and its sandbox (which inherits the mask) on one core.
+
+    They take turns (the checks wait for the sandbox's answers and the other way
+    round), so one core is all they can use; on one core each hand-over is a
+    plain context switch instead of waking a process on another core.
+    """
+    try:
+        cores = sorted(os.sched_getaffinity(0))
+        os.sched_setaffinity(0, {cores[slot % len(cores)]})
+    except (AttributeError, OSError):
+        pass
 
 
 def _prepare(spec):
