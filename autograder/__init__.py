@@ -6,7 +6,7 @@ Modules, in the order data flows through them:
     release    nbgrader generate_assignment -> release/
     student    the probe API hidden checks use to talk to a submission
     plugin     pytest plugin: `student`, `reference`, `rng` fixtures, clean diagnostics
-    runner     run one grade cell's checks, return a score and messages
+    runner     run the hidden checks (once, or from a pytest session reused per worker)
     kernel     the entry point nbgrader's hidden test cells call
     corpus     realistic mistakes and alternative styles, as submissions with expected outcomes
     validate   instructors: grade solutions, stubs and the corpus; what each check catches
