@@ -31,7 +31,7 @@ class BatchSpec:
 _state = {}
 
 
-def worker_setup(spec, slots=None):
+def worker_setup(spec, slots=None, pin=False):
     """Per worker process: start a sandbox and, while it warms up, the checks (called once).
 
     A failure here is kept and reported on every submission of this worker, in words.
@@ -39,7 +39,7 @@ def worker_setup(spec, slots=None):
     _die_with_parent()
     _state.update(spec=spec)
     try:
-        _setup(spec, slots.get() if slots is not None else 0)
+        _setup(spec, slots.get() if slots is not None else 0, pin)
     except Exception as error:
         _state["setup_error"] = f"{type(error).__name__}: {error}"
     # Forked pool workers leave through os._exit, skipping atexit; multiprocessing's
@@ -49,11 +49,12 @@ def worker_setup(spec, slots=None):
     Finalize(None, worker_teardown, exitpriority=10)
 
 
-def _setup(spec, slot):
+def _setup(spec, slot, pin):
     from .runner import CheckSession
     from .sandbox import Limits, Sandbox
 
-    _pin_to_one_core(slot)
+    if pin:
+        _pin_to_one_core(slot)
     sandbox = _state["sandbox"] = Sandbox(slot, Limits(**spec.limits))
     sandbox.launch()  # first: it starts (about 3 s) while this process gets ready below
     _prepare(spec)
@@ -69,7 +70,8 @@ def _pin_to_one_core(slot):
 
     They take turns (the checks wait for the sandbox's answers and the other way
     round), so one core is all they can use; on one core each hand-over is a
-    plain context switch instead of waking a process on another core.
+    plain context switch instead of waking a process on another core. Only the
+    local scheduler asks for this, with no more workers than usable cores.
     """
     try:
         cores = sorted(os.sched_getaffinity(0))

@@ -175,16 +175,23 @@ class GradebookSync:
         db_url = db_url or gradebook_url(course)
         with _quiet():
             self.gradebook = Gradebook(db_url)
-            if db_url.startswith("sqlite"):
-                # nbgrader commits once per new submission; without a disk flush each time,
-                # 100 students take a second instead of several. The JSON results stay the
-                # source of truth, and every run rebuilds the gradebook from them.
-                from sqlalchemy import text
+            try:
+                self._open(course, db_url)
+            except BaseException:
+                self.gradebook.close()
+                raise
 
-                self.gradebook.db.execute(text("PRAGMA synchronous=OFF"))
-            _ensure_assignment(self.gradebook, db_url, course, assignment)
-            self.known = {s.student.id: {g.name: g.auto_score for g in s.notebooks[0].grades}
-                          for s in self.gradebook.assignment_submissions(assignment) if s.notebooks}
+    def _open(self, course, db_url):
+        if db_url.startswith("sqlite"):
+            # nbgrader commits once per new submission; without a disk flush each time,
+            # 100 students take a second instead of several. The JSON results stay the
+            # source of truth, and every run rebuilds the gradebook from them.
+            from sqlalchemy import text
+
+            self.gradebook.db.execute(text("PRAGMA synchronous=OFF"))
+        _ensure_assignment(self.gradebook, db_url, course, self.assignment)
+        self.known = {s.student.id: {g.name: g.auto_score for g in s.notebooks[0].grades}
+                      for s in self.gradebook.assignment_submissions(self.assignment) if s.notebooks}
 
     def write(self, results):
         with _quiet():
@@ -254,7 +261,7 @@ class GradebookWriter:
 
         self.course, self.assignment = course, assignment
         self.queue = queue.Queue()
-        self.error = None
+        self.error, self.done = None, False
         self.thread = threading.Thread(target=self._run, name="gradebook", daemon=True)
         self.thread.start()
 
@@ -274,12 +281,16 @@ class GradebookWriter:
                     gradebook.write(batch)
                     if finished is not None:
                         gradebook.write(finished)  # anything from earlier runs
+                        self.done = True
                         return
-        except Exception as error:  # reported by finish(); the JSON results are safe
+        except BaseException as error:  # noqa: B036 (reported by finish(); the JSON results are safe)
             self.error = error
 
     def finish(self, results):
-        self.queue.put(list(results))
+        results = list(results)
+        self.queue.put(results)
         self.thread.join()
         if self.error is not None:
             raise self.error
+        if not self.done:  # cannot happen unless the thread was stopped from outside
+            sync_gradebook(self.course, self.assignment, results)

@@ -50,7 +50,12 @@ def _short_repr(excinfo, style=None):
 class GradingPlugin:
     def __init__(self, assignment, student=None, seed=0):
         self.assignment = assignment
+        self.collect_errors = []  # why check files failed to load, for the instructor
         self.begin(student, seed)
+
+    def pytest_collectreport(self, report):
+        if report.failed:
+            self.collect_errors.append(report.longreprtext)
 
     def begin(self, student, seed):
         """Grade `student` with inputs from `seed` from now on, with fresh results."""

@@ -72,7 +72,8 @@ def run_checks(assignment, student, cells=None, seed=None):
     with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log), _no_plugin_autoload():
         code = pytest.main(_pytest_args(_check_files(assignment, cells)), plugins=[plugin])
     if code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
-        raise ChecksBroken(f"the hidden checks did not run (pytest exit {int(code)}):\n{log.getvalue()[-3000:]}")
+        details = "\n".join([*plugin.collect_errors, log.getvalue()])[-3000:]
+        raise ChecksBroken(f"the hidden checks did not run (pytest exit {int(code)}):\n{details}")
     return _by_cell(cells, plugin.results)
 
 
@@ -87,44 +88,58 @@ class CheckSession:
     """
 
     def __init__(self, assignment, cells=None):
+        self.assignment = assignment
         self.cells = list(cells) if cells is not None else grade_ids(assignment)
-        self.plugin = GradingPlugin(assignment)
+        self._args = _pytest_args(_check_files(assignment, self.cells))
+        self._thread = None
+        self._start()
+
+    def _start(self):
+        # Fresh queues per session: nothing from an ended session can reach the next.
+        self.plugin = GradingPlugin(self.assignment)
         self._jobs, self._done = queue.Queue(), queue.Queue()
-        self._log = io.StringIO()
-        args = _pytest_args(_check_files(assignment, self.cells))
-        self._thread = threading.Thread(target=self._session, args=(args,), name="checks", daemon=True)
+        self._thread = threading.Thread(target=self._session, name="checks", daemon=True)
         self._thread.start()
         kind, detail = self._done.get()
         if kind != "collected":
             self._thread.join()
-            raise ChecksBroken(f"the hidden checks did not load ({detail}):\n{self._log.getvalue()[-3000:]}")
+            self._thread = None
+            raise ChecksBroken(f"the hidden checks did not load: {detail}")
 
     def run(self, student, seed):
         """{grade_id: CellResult}, like `run_checks(assignment, student, seed=seed)`."""
-        if not self._thread.is_alive():
-            raise ChecksBroken("the check session has ended")
+        if self._thread is None:
+            raise ChecksBroken("the check session is closed")
+        if not self._thread.is_alive():  # the last run failed and ended its session
+            self._start()
         self._jobs.put((student, seed))
         kind, detail = self._done.get()
         if kind != "ran":
+            self._thread.join()  # pytest tears everything down; the next run starts afresh
             raise ChecksBroken(f"the hidden checks failed to run: {detail}")
         return _by_cell(self.cells, detail)
 
     def close(self):
-        if self._thread.is_alive():
+        if self._thread is not None and self._thread.is_alive():
             self._jobs.put(None)
             self._thread.join()
+        self._thread = None
 
     # -- the helper thread --------------------------------------------------
-    def _session(self, args):
+    def _session(self):
         try:
             with _no_plugin_autoload():
-                code = pytest.main(args, plugins=[self.plugin, _Loop(self)])
+                code = pytest.main(self._args, plugins=[self.plugin, _Loop(self)])
+            detail = f"pytest exit {int(code)}"
         except BaseException as error:  # noqa: B036 (reported to the waiting thread)
-            code = f"{type(error).__name__}: {error}"
-        self._done.put(("ended", f"pytest exit {code}"))
+            detail = f"{type(error).__name__}: {error}"
+        errors = "\n".join(self.plugin.collect_errors)[-3000:]
+        self._done.put(("ended", f"{detail}{chr(10) + errors if errors else ''}"))
 
     def _serve(self, session):
-        if session.testsfailed:  # collection errors: an instructor's mistake
+        if session.testsfailed or not session.items:  # collection errors: an instructor's mistake
+            if not session.items:
+                self.plugin.collect_errors.append("no checks were collected")
             return
         self._done.put(("collected", None))
         items = session.items
@@ -134,10 +149,11 @@ class CheckSession:
                 for index, item in enumerate(items):
                     following = items[index + 1] if index + 1 < len(items) else None
                     item.config.hook.pytest_runtest_protocol(item=item, nextitem=following)
-            except Exception as error:
+            except BaseException as error:  # noqa: B036 (this session ends; the next run starts a new one)
+                self.plugin.begin(None, 0)
                 self._done.put(("failed", f"{type(error).__name__}: {error}"))
-            else:
-                self._done.put(("ran", self.plugin.results))
+                return
+            self._done.put(("ran", self.plugin.results))
             self.plugin.begin(None, 0)  # drop the student: its sandbox is finished
 
 

@@ -7,6 +7,7 @@ one warm sandbox). `LocalScheduler` uses processes on this machine; a Dask sched
 would call the same two functions on cluster workers.
 """
 import multiprocessing
+import os
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from typing import Iterable, Iterator, Protocol
 
@@ -38,7 +39,9 @@ class LocalScheduler:
         workers = min(self.jobs, len(submissions))
         for slot in range(workers):
             slots.put(slot)
-        pool = ProcessPoolExecutor(workers, mp_context=context, initializer=worker_setup, initargs=(spec, slots))
+        pin = workers <= len(_usable_cores())  # one core per worker and its sandbox
+        pool = ProcessPoolExecutor(workers, mp_context=context, initializer=worker_setup,
+                                   initargs=(spec, slots, pin))
         try:
             pending = {pool.submit(grade_job, s): s for s in submissions}
             while pending:
@@ -53,6 +56,13 @@ class LocalScheduler:
             # Don't wait for the workers to wind down: their sandboxes are disposable and
             # die with them, and the workers die with us (PR_SET_PDEATHSIG).
             pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _usable_cores():
+    try:
+        return os.sched_getaffinity(0)
+    except (AttributeError, OSError):
+        return {0}
 
 
 def worker_failure(spec, submission, error):

@@ -165,7 +165,7 @@ def overhead_per_submission(python, course, tmp, rounds=3):
     for round_ in range(rounds):
         out = tmp / f"single-{round_}"
         timed([python, "-m", "autograder.cli", "grade", "causal_attention",
-               *[str(notebook_path(course, i).parents[1]) for i in range(8)],
+               *[str(notebook_path(course, i).parents[1]) for i in range(min(8, len(list(course.glob("submitted/*")))))],
                "--course", str(course), "--jobs", "1", "--seed", "1", "--out", str(out)], course)
         for result in (json.loads(p.read_text()) for p in out.glob("s*.json")):
             sandboxed[result["extra_data"]["student_id"].split("_")[1]].append(result["execution_time"])
@@ -202,7 +202,10 @@ def main():
     print("  " + " ".join(log.split("time spent:")[-1].split()))  # where the time went
     graded = [json.loads(p.read_text()) for p in (course / "graded" / "causal_attention").glob("s*.json")]
     for key, what in (("sandbox_cpu", "the student's sandboxed process"), ("grader_cpu", "the grader (checks, outputs)")):
-        print(f"  CPU per submission, {what}: {statistics.mean(r['extra_data']['timings'][key] for r in graded) * 1000:.0f} ms")
+        values = [r["extra_data"].get("timings", {}).get(key) for r in graded]
+        values = [v for v in values if v is not None]
+        if values:
+            print(f"  CPU per submission, {what}: {statistics.mean(values) * 1000:.0f} ms")
     if not args.skip_nbgrader:
         theirs, _, _ = timed([python, "-m", "nbgrader", "autograde", "causal_attention", "--create", "--force"],
                              copies["nbgrader_course"])

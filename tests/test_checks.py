@@ -88,5 +88,25 @@ def test_a_check_session_with_broken_checks_says_so(tmp_path, monkeypatch):
     monkeypatch.setattr("autograder.runner.CHECKS", tmp_path)
     monkeypatch.setattr("autograder.runner.checks_dir", lambda assignment: tmp_path / assignment)
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
-    with pytest.raises(ChecksBroken, match="did not load"):
+    with pytest.raises(ChecksBroken, match="did not load(.|\n)*no_such_module"):
         CheckSession(ASSIGNMENT)
+    with pytest.raises(ChecksBroken, match="no_such_module"):
+        run_checks(ASSIGNMENT, NamespaceStudent({}))
+
+
+def test_a_check_session_recovers_from_an_interrupted_run(solved):
+    """If a run breaks off (a bug of ours, not a student's), that run is reported and the
+    next student gets a fresh session with nothing left over."""
+
+    class Interrupting(NamespaceStudent):
+        def kind(self, name):
+            raise KeyboardInterrupt
+
+    session = CheckSession(ASSIGNMENT)
+    try:
+        expected = outcome(run_checks(ASSIGNMENT, NamespaceStudent(solved), seed=2))
+        with pytest.raises(ChecksBroken, match="KeyboardInterrupt"):
+            session.run(Interrupting(solved), 2)
+        assert outcome(session.run(NamespaceStudent(solved), 2)) == expected
+    finally:
+        session.close()

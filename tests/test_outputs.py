@@ -53,11 +53,14 @@ def test_sync_writes_updates_and_keeps_manual_scores(course, cells):
             if grade.name in (question, first_cell):
                 grade.manual_score = 0.5
         gradebook.db.commit()
-    sync_gradebook(course, ASSIGNMENT, [result("ann", cells, 1.0), result("bo", cells, 0.25)])  # bo regraded
+    # both regraded with other scores: automatic scores change, the TA's stay
+    sync_gradebook(course, ASSIGNMENT, [result("ann", cells, 0.5), result("bo", cells, 0.25)])
     again = scores(course)
     assert again["ann"][question][1] == 0.5 and again["ann"][first_cell][1] == 0.5
-    assert again["ann"][first_cell][0] == cells[first_cell]  # the automatic score is still there
+    assert again["ann"][first_cell][0] == round(cells[first_cell] * 0.5, 2)
+    assert all(again["ann"][name][0] == round(points * 0.5, 2) for name, points in cells.items())
     assert all(again["bo"][name][0] == round(points * 0.25, 2) for name, points in cells.items())
+    assert again["bo"][question][2] is True  # the written answer still waits for a TA
 
 
 def test_the_writer_reads_once_and_writes_each_student_once(course, cells, monkeypatch):
