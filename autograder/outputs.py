@@ -261,7 +261,7 @@ class GradebookWriter:
 
         self.course, self.assignment = course, assignment
         self.queue = queue.Queue()
-        self.error, self.done = None, False
+        self.error = None
         self.thread = threading.Thread(target=self._run, name="gradebook", daemon=True)
         self.thread.start()
 
@@ -281,16 +281,12 @@ class GradebookWriter:
                     gradebook.write(batch)
                     if finished is not None:
                         gradebook.write(finished)  # anything from earlier runs
-                        self.done = True
                         return
         except BaseException as error:  # noqa: B036 (reported by finish(); the JSON results are safe)
             self.error = error
 
     def finish(self, results):
-        results = list(results)
-        self.queue.put(results)
+        self.queue.put(list(results))
         self.thread.join()
         if self.error is not None:
             raise self.error
-        if not self.done:  # cannot happen unless the thread was stopped from outside
-            sync_gradebook(self.course, self.assignment, results)
