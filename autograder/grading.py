@@ -84,7 +84,10 @@ def _prepare(spec):
     """torch, and the assignment's source and release notebooks for sanitizing."""
     import torch
 
+    from .agent import keep_freed_memory
+
     torch.set_num_threads(1)
+    keep_freed_memory()  # replies of many megabytes arrive all the time
     course = Path(spec.course)
     _state["source"] = nbformat.read(course / "source" / spec.assignment / f"{spec.assignment}.ipynb", as_version=4)
     _state["release"] = nbformat.read(course / "release" / spec.assignment / f"{spec.assignment}.ipynb", as_version=4)

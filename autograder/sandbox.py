@@ -26,6 +26,7 @@ from . import wire
 AGENT_FILES = ("agent.py", "student.py", "wire.py")
 SANDBOX_UID_BASE = 61000  # one unprivileged uid per worker slot when the grader is root
 START_TIMEOUT = 120  # seconds for a cold sandbox to import torch
+KEEP_INBOX = 32 * 2**20  # bytes of reply buffer kept between replies
 
 
 @dataclass
@@ -241,6 +242,7 @@ class Sandbox:
         self.agent = None
         self.scratch = None
         self.last_cpu = None
+        self.inbox = bytearray()  # replies are read into this one buffer, reused
 
     # life cycle
     def start(self):
@@ -328,16 +330,19 @@ class Sandbox:
             return self.process.stderr.read().decode(errors="replace").strip()[-500:] or "no message"
         return "no answer"
 
-    @staticmethod
-    def _receive(sock, timeout):
+    def _receive(self, sock, timeout):
         if timeout <= 0 or not select.select([sock], [], [], timeout)[0]:
             raise TimeoutError()
         try:
-            return wire.load_reply(wire.read_frame(sock.fileno(), deadline=time.monotonic() + timeout))
+            return wire.load_reply(wire.read_frame(sock.fileno(), deadline=time.monotonic() + timeout,
+                                                   buffer=self.inbox))
         except wire.WireError as error:
             if "timed out" in str(error):
                 raise TimeoutError() from None
             raise SandboxBroken(str(error)) from None
+        finally:
+            if len(self.inbox) > KEEP_INBOX:  # a rare huge reply: don't hold on to its memory
+                self.inbox = bytearray()
 
     def _control(self, message, timeout=30):
         """A request to the warm worker itself; a broken worker is never reused."""

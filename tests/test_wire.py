@@ -1,0 +1,105 @@
+"""Frames between the grader and a sandbox: what arrives is exactly what was sent."""
+import io
+import random
+import socket
+import threading
+
+import numpy
+import pytest
+import torch
+
+from autograder import wire
+
+
+def send_and_receive(message, buffer=None):
+    """`message` through a socket pair, as a sandbox answers and the grader reads it."""
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        parts = wire.dump_reply(message)
+        writer = threading.Thread(target=wire.write_frame, args=(theirs.fileno(), parts))
+        writer.start()
+        received = wire.load_reply(wire.read_frame(ours.fileno(), buffer=buffer))
+        writer.join()
+    return received
+
+
+def same(sent, got):
+    if isinstance(sent, torch.Tensor):
+        return type(got) is torch.Tensor and sent.dtype == got.dtype and torch.equal(sent, got)
+    if isinstance(sent, (list, tuple)):
+        return isinstance(got, (list, tuple)) and len(sent) == len(got) and all(map(same, sent, got))
+    if isinstance(sent, dict):
+        return sent.keys() == got.keys() and all(same(sent[k], got[k]) for k in sent)
+    return sent == got
+
+
+@pytest.mark.parametrize("message", [
+    ("ok", "a string"),
+    ("ok", torch.randn(2, 7, 12)),
+    ("ok", torch.randn(20, 100, 768)),  # a big answer: its data is sent without a copy
+    ("ok", {"items": [[torch.arange(4), torch.arange(1, 5)] for _ in range(50)], "length": 50}),
+    ("ok", [torch.randn(300, 300), 1.5, None, torch.ones(3, dtype=torch.bool), torch.zeros(0),
+            torch.randn(70_000).double()]),
+], ids=["json", "small tensor", "big tensor", "many tensors", "mixed"])
+def test_answers_arrive_unchanged(message):
+    assert same(message, send_and_receive(message))
+
+
+def test_a_reused_buffer_never_changes_tensors_already_received():
+    buffer = bytearray()
+    first = send_and_receive(("ok", torch.ones(1000, 100)), buffer)[1]
+    second = send_and_receive(("ok", torch.zeros(1000, 100)), buffer)[1]
+    assert len(buffer) >= 400_000  # both were read into the same memory
+    assert bool(first.eq(1).all()) and bool(second.eq(0).all())
+
+
+def test_big_tensor_data_is_sent_from_the_tensor_itself():
+    tensor = torch.randn(1000, 1000)
+    expected = tensor.clone()
+    parts = wire.dump_reply(("ok", tensor))
+    views = [p for p in parts if isinstance(p, memoryview)]
+    address = numpy.frombuffer(views[0], dtype=numpy.uint8).ctypes.data if views else None
+    assert len(views) == 1 and address == tensor.untyped_storage().data_ptr()
+    del tensor  # the parts keep the tensor alive until they are sent
+    assert torch.equal(torch.frombuffer(bytearray(views[0]), dtype=torch.float32).view(1000, 1000), expected)
+
+
+def test_views_outside_the_answer_tensors_are_copied():
+    parts = wire._Parts([torch.zeros(10)])
+    elsewhere = bytearray(200_000)
+    parts.write(memoryview(elsewhere))
+    elsewhere[0] = 1
+    assert all(not isinstance(p, memoryview) for p in parts.parts)
+    assert parts.parts[-1] == wire.TORCH + bytes(200_000)  # a copy, made when it was written
+
+
+def test_frames_of_more_buffers_than_one_writev_takes():
+    pieces = [bytes([i % 256]) * (i % 7 + 1) for i in range(3 * wire.IOV_MAX)]
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        writer = threading.Thread(target=wire.write_frame, args=(theirs.fileno(), pieces))
+        writer.start()
+        received = bytes(wire.read_frame(ours.fileno()))
+        writer.join()
+    assert received == b"".join(pieces)
+
+
+def test_the_reader_behaves_like_bytesio():
+    data = bytes(random.Random(1).randrange(256) for _ in range(5000)).replace(b"\x07", b"\n")
+    ours, reference = wire._Reader(bytearray(data)), io.BytesIO(data)
+    steps = random.Random(2)
+    for _ in range(400):
+        action = steps.choice(["read", "readline", "readinto", "seek", "tell"])
+        size = steps.choice([-1, 0, 1, 3, 100, 10_000])
+        if action == "read":
+            assert ours.read(size) == reference.read(size)
+        elif action == "readline":
+            assert ours.readline(size) == reference.readline(size)
+        elif action == "readinto":
+            a, b = bytearray(max(size, 0)), bytearray(max(size, 0))
+            assert ours.readinto(a) == reference.readinto(b) and a == b
+        elif action == "seek":
+            whence = steps.choice([0, 1, 2])
+            offset = steps.randrange(0, 6000) if whence == 0 else steps.randrange(-6000, 100)
+            assert ours.seek(offset, whence) == reference.seek(offset, whence)
+        assert ours.tell() == reference.tell()
