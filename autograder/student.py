@@ -175,7 +175,7 @@ class NamespaceStudent:
             "is_module": True,
             "parameters": {name: list(p.shape) for name, p in params.items()},
             "parameter_count": sum(p.numel() for p in params.values()),
-            "buffers": {name: b.detach().cpu().clone() for name, b in module.named_buffers()},
+            "buffers": {name: list(b.shape) for name, b in module.named_buffers()},  # values: `buffers`
             "modules": {name: type(m).__name__ for name, m in module.named_modules() if name},
             "repeated_modules": sorted(
                 name for name, _ in module.named_modules(remove_duplicate=False)
@@ -198,6 +198,13 @@ class NamespaceStudent:
         if not isinstance(module, torch.nn.Module):
             raise StudentError(f"{type(module).__name__} is not an nn.Module.")
         return {name: to_plain(p, name) for name, p in module.named_parameters()}
+
+    def buffers(self, handle):
+        """{name: value} of the module's buffers (such as a causal mask)."""
+        module = self._module(handle)
+        if not isinstance(module, torch.nn.Module):
+            raise StudentError(f"{type(module).__name__} is not an nn.Module.")
+        return {name: to_plain(b, name) for name, b in module.named_buffers()}
 
     def call_with_modules(self, name, handles):
         """Call the function `name` on the modules behind `handles` for what it does to them.

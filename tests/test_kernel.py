@@ -60,6 +60,18 @@ def test_probes_report_student_errors_without_raising_them():
     assert student.kind("g") == "missing"
 
 
+def test_structure_names_buffers_and_their_values_come_on_request(solved):
+    """A GPT-2 sized mask is 4 MB: `structure` gives its shape, `buffers` its values."""
+    student = NamespaceStudent(solved)
+    handle = student.new("MultiHeadAttentionOneModule", (768, 768, 12, 1024))
+    structure = student.structure(handle)
+    assert structure["buffers"] == {"mask": [1024, 1024]}
+    assert structure["parameter_count"] == 2_360_064
+    small = student.new("CausalAttention", (3, 2, 4))
+    mask = student.buffers(small)["mask"]
+    assert type(mask) is torch.Tensor and torch.equal(mask != 0, torch.ones(4, 4).tril().bool())
+
+
 def test_gpt2_tokenizer_fails_with_a_clear_message_offline(solved, monkeypatch):
     import tiktoken
 

@@ -35,19 +35,20 @@ def expect_no_leak(student, handle, x, make_later, what):
                  " later inputs, so the future leaks into the past. Check the causal mask.")
 
 
-def expect_mask_buffer(structure, class_name, context_length):
+def expect_mask_buffer(student, handle, structure, class_name, context_length):
     """`mask` is a registered buffer with the causal pattern, not a parameter."""
     if "mask" in structure["parameters"]:
         fail(f"In your {class_name}, `mask` is a parameter, so an optimiser would change it."
              " Register it with self.register_buffer('mask', ...).")
-    mask = structure["buffers"].get("mask")
-    if mask is None:
+    shape = structure["buffers"].get("mask")
+    if shape is None:
         fail(f"Your {class_name} has no buffer named `mask`. Register the causal mask with"
              " self.register_buffer('mask', torch.tril(torch.ones(context_length, context_length))).")
     expected_shape = (context_length, context_length)
-    if type(mask) is not torch.Tensor or tuple(mask.shape) != expected_shape:
-        fail(f"The `mask` buffer should have shape {shape_text(expected_shape)},"
-             f" got {shape_text(getattr(mask, 'shape', ()))}.")
+    if tuple(shape) != expected_shape:
+        fail(f"The `mask` buffer should have shape {shape_text(expected_shape)}, got {shape_text(shape)}.")
+    mask = expect_tensor(student.buffers(handle).get("mask"), "The `mask` buffer", shape=expected_shape,
+                         finite=False)
     keep = torch.tril(torch.ones(expected_shape, dtype=torch.bool))
     if torch.equal(mask != 0, keep.tril(-1)) or torch.equal(mask != 0, ~keep.tril(-1)):
         fail("The `mask` buffer hides the diagonal too, but every token must see itself: use"

@@ -39,7 +39,7 @@ def test_structure(student, qkv_bias):
              f" (d_out, d_in), got {structure['parameters']}. Use nn.Linear(d_in, d_out, bias=qkv_bias).")
     if structure["dropouts"] != {"dropout": 0.25}:
         fail(f"Expected an attribute `dropout` = nn.Dropout(dropout) with p = 0.25, got {structure['dropouts']}.")
-    expect_mask_buffer(structure, NAME, 9)
+    expect_mask_buffer(student, handle, structure, NAME, 9)
     student_forward(student, handle, torch.zeros(1, 3, 5), shape=(1, 3, 4))
 
 

@@ -36,7 +36,7 @@ def test_structure(student):
              f" num_heads = {attributes.get('num_heads')}, d_head = {attributes.get('d_head')}.")
     if structure["dropouts"] != {"dropout": 0.1}:
         fail(f"Expected an attribute `dropout` = nn.Dropout(0.1), got {structure['dropouts']}.")
-    expect_mask_buffer(structure, NAME, 9)
+    expect_mask_buffer(student, handle, structure, NAME, 9)
     student_forward(student, handle, torch.zeros(1, 4, 5), shape=(1, 4, 6))
 
 
