@@ -418,7 +418,7 @@ class Sandbox:
 
 
 # -- the student proxy -------------------------------------------------------------
-PROBES = ("kind", "value", "call", "call_with_modules", "new", "structure", "parameters", "buffers",
+PROBES = ("kind", "value", "call", "call_with_modules", "new", "build", "structure", "parameters", "buffers",
           "load_parameters", "forward", "vjp", "meta_forward", "dataset", "batches")
 
 

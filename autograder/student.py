@@ -165,6 +165,16 @@ class NamespaceStudent:
         self._objects[handle] = instance
         return handle
 
+    def build(self, class_name, args, kwargs, parameters):
+        """`new` then `load_parameters`, in one probe (the usual start of a comparison
+        with the reference): {"kind": ...} alone if `class_name` is not a class, else
+        also "handle" and the load "report"."""
+        kind = self.kind(class_name)
+        if kind != "class":
+            return {"kind": kind}
+        handle = self.new(class_name, args, kwargs)
+        return {"kind": kind, "handle": handle, "report": self.load_parameters(handle, parameters)}
+
     def structure(self, handle):
         module = self._module(handle)
         if not isinstance(module, torch.nn.Module):

@@ -72,6 +72,20 @@ def test_structure_names_buffers_and_their_values_come_on_request(solved):
     assert type(mask) is torch.Tensor and torch.equal(mask != 0, torch.ones(4, 4).tril().bool())
 
 
+def test_build_is_new_and_load_parameters_in_one_probe(solved):
+    student = NamespaceStudent({**solved, "broken": lambda: None, "Crashes": type("Crashes", (), {
+        "__init__": lambda self, *args: 1 / 0})})
+    assert student.build("Nothing", (), {}, {}) == {"kind": "missing"}
+    assert student.build("broken", (), {}, {}) == {"kind": "function"}
+    weight = torch.full((2, 3), 0.5)
+    built = student.build("CausalAttention", (3, 2, 4), {}, {"W_query.weight": weight, "extra.weight": weight})
+    assert built["report"] == {"missing": ["extra.weight"], "wrong_shape": {},
+                               "extra": ["W_key.weight", "W_value.weight"]}
+    assert torch.equal(student.parameters(built["handle"])["W_query.weight"], weight)
+    with pytest.raises(StudentError, match="ZeroDivisionError"):
+        student.build("Crashes", (1,), {}, {})
+
+
 def test_gpt2_tokenizer_fails_with_a_clear_message_offline(solved, monkeypatch):
     import tiktoken
 

@@ -37,12 +37,12 @@ def paired(student, reference, class_name, args, rng, overrides=None, **kwargs):
     Parameters are copied by name, so the student's init order is irrelevant.
     Returns (student handle, reference module).
     """
-    if student.kind(class_name) != "class":
-        fail(f"`{class_name}` should be a class, but it is {student.kind(class_name)}.")
     ref = randomize(reference_module(reference, class_name, *args, **kwargs), rng, overrides)
-    handle = student.new(class_name, args, kwargs)
     params = {name: p.detach().clone() for name, p in ref.named_parameters()}
-    report = student.load_parameters(handle, params)
+    built = student.build(class_name, args, kwargs, params)
+    if built["kind"] != "class":
+        fail(f"`{class_name}` should be a class, but it is {built['kind']}.")
+    handle, report = built["handle"], built["report"]
     if report["missing"]:
         names = ", ".join(report["missing"][:4])
         fail(f"Your {class_name} has no parameter named {names}. Use the attribute names the"
