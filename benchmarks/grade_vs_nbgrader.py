@@ -155,7 +155,7 @@ def notebook_path(course, index):
     return course / "submitted" / f"s{index:03d}_{KINDS[index % 4]}" / "causal_attention" / "causal_attention.ipynb"
 
 
-def overhead_per_submission(python, course, tmp, rounds=3):
+def overhead_per_submission(python, course, tmp, rounds=5):
     """Per kind: seconds sandboxed (`--jobs 1`, no competition for the cores), and the
     student's own compute in a fresh process (cells in a forked process, plus the
     checks) and in one shared warm process. Measured in alternating rounds so that
