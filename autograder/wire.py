@@ -33,17 +33,19 @@ def write_frame(fd, payload, deadline=None):
     with writev, so that tensor data is never copied into one big buffer first)."""
     parts = [memoryview(p).cast("B") for p in (payload if isinstance(payload, list) else [payload])]
     parts = [memoryview(HEADER.pack(sum(p.nbytes for p in parts)))] + [p for p in parts if p.nbytes]
-    while parts:
+    first = 0  # parts before this one are sent
+    while first < len(parts):
         _wait(fd, deadline, writing=True)
         try:
-            written = os.writev(fd, parts[:IOV_MAX])
+            written = os.writev(fd, parts[first:first + IOV_MAX])
         except OSError as error:
             raise WireError(f"pipe closed ({error.__class__.__name__})") from None
-        while written:  # drop what was sent, keep the rest of a part sent in half
-            if written >= parts[0].nbytes:
-                written -= parts.pop(0).nbytes
+        while written:  # skip what was sent, keep the rest of a part sent in half
+            if written >= parts[first].nbytes:
+                written -= parts[first].nbytes
+                first += 1
             else:
-                parts[0], written = parts[0][written:], 0
+                parts[first], written = parts[first][written:], 0
 
 
 def _wait(fd, deadline, writing=False):
