@@ -199,11 +199,54 @@ class _Parts:
         pass
 
 
+def _address(buffer):
+    import numpy
+
+    return numpy.frombuffer(buffer, dtype=numpy.uint8).ctypes.data
+
+
+# Limits on the pickled part of a reply (tensor data arrives through readinto). The
+# unpickler is pure Python: megabytes of opcodes take seconds, and torch's error
+# message for an unknown name takes time quadratic in the name's length.
+MAX_PICKLE_BYTES = 2**20  # honest replies hold at most MAX_NODES values: under 1 MB pickled
+MAX_LINE = 512
+
+
+def _spent(reader, data):
+    reader.served += len(data)
+    if reader.served > MAX_PICKLE_BYTES:
+        raise WireError("reply holds too much pickled data")
+    return data
+
+
+class _Recorded(io.BytesIO):
+    """io.BytesIO that records where `readinto` put data (see `_check_filled`) and
+    keeps to the limits above."""
+
+    def __init__(self, data):
+        super().__init__(data)
+        self.filled, self.served = [], 0
+
+    def read(self, size=-1):
+        return _spent(self, super().read(size))
+
+    def readline(self, size=-1):
+        return _spent(self, super().readline(MAX_LINE if size is None or size < 0 else min(size, MAX_LINE)))
+
+    def readinto(self, target):
+        count = super().readinto(target)
+        if count:
+            self.filled.append((_address(target), count))
+        return count
+
+
 class _Reader:
-    """A read-only file over a buffer (io.BytesIO would copy the whole buffer first)."""
+    """A read-only file over a buffer (io.BytesIO would copy the whole buffer first).
+    Like `_Recorded`, it records where `readinto` put data."""
 
     def __init__(self, buffer):
         self.view, self.position = memoryview(buffer).cast("B"), 0
+        self.filled, self.served = [], 0
 
     def _end(self, size):
         left = max(self.view.nbytes - self.position, 0)
@@ -212,17 +255,19 @@ class _Reader:
     def read(self, size=-1):
         end = self._end(size)
         data, self.position = bytes(self.view[self.position:end]), end
-        return data
+        return _spent(self, data)
 
     def readinto(self, target):
         target = memoryview(target).cast("B")
         end = self._end(target.nbytes)
         target[:end - self.position] = self.view[self.position:end]
         count, self.position = end - self.position, end
+        if count:
+            self.filled.append((_address(target), count))
         return count
 
     def readline(self, size=-1):
-        end, start = self._end(size), self.position
+        end, start = self._end(MAX_LINE if size is None or size < 0 else min(size, MAX_LINE)), self.position
         while start < end:  # lines in a pickle are short: look in small steps
             found = bytes(self.view[start:min(start + 256, end)]).find(b"\n")
             if found >= 0:
@@ -257,8 +302,11 @@ def load_reply(payload):
             message = json.loads(bytes(body))
         elif kind == TORCH:
             # the unpickler reads byte by byte: a Python reader would slow small replies
-            source = _Reader(body) if body.nbytes > 2**20 else io.BytesIO(body)
+            source = _Reader(body) if body.nbytes > 2**20 else _Recorded(body)
             message = torch.load(source, weights_only=True, map_location="cpu")
+            check_plain(message)  # first: it bounds the walk below
+            _check_filled(message, source.filled)
+            return message
         else:
             raise WireError("reply of an unknown kind")
     except WireError:
@@ -267,6 +315,25 @@ def load_reply(payload):
         raise WireError(f"reply is not plain data ({type(error).__name__})") from None
     check_plain(message)
     return message
+
+
+def _check_filled(message, filled):
+    """Every byte of every tensor must have been read from the reply.
+
+    torch's loader fills only the storages the reply lists at its end; one left
+    off that list would come back as uninitialised memory of this process, which
+    may hold a freed tensor such as an earlier submission's answer."""
+    merged = []
+    for start, size in sorted(filled):
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], start + size)
+        else:
+            merged.append([start, start + size])
+    for tensor in _tensors(message):
+        storage = tensor.untyped_storage()
+        start, size = storage.data_ptr(), storage.nbytes()
+        if size and not any(first <= start and start + size <= end for first, end in merged):
+            raise WireError("reply holds a tensor whose data is not in the reply")
 
 
 MAX_NODES = 100_000  # values in one reply
