@@ -220,18 +220,16 @@ def _spent(reader, data):
 
 
 class _Recorded(io.BytesIO):
-    """io.BytesIO that records where `readinto` put data (see `_check_filled`) and
-    keeps to the limits above."""
+    """io.BytesIO that records where `readinto` put data (see `_check_filled`) and caps
+    lines. Used for replies under MAX_PICKLE_BYTES only, so `read` needs no count (and
+    stays C code: the unpickler calls it for every opcode)."""
 
     def __init__(self, data):
         super().__init__(data)
-        self.filled, self.served = [], 0
-
-    def read(self, size=-1):
-        return _spent(self, super().read(size))
+        self.filled = []
 
     def readline(self, size=-1):
-        return _spent(self, super().readline(MAX_LINE if size is None or size < 0 else min(size, MAX_LINE)))
+        return super().readline(MAX_LINE if size is None or size < 0 else min(size, MAX_LINE))
 
     def readinto(self, target):
         count = super().readinto(target)
@@ -302,7 +300,7 @@ def load_reply(payload):
             message = json.loads(bytes(body))
         elif kind == TORCH:
             # the unpickler reads byte by byte: a Python reader would slow small replies
-            source = _Reader(body) if body.nbytes > 2**20 else _Recorded(body)
+            source = _Reader(body) if body.nbytes > MAX_PICKLE_BYTES else _Recorded(body)
             message = torch.load(source, weights_only=True, map_location="cpu")
             check_plain(message)  # first: it bounds the walk below
             _check_filled(message, source.filled)
