@@ -47,9 +47,9 @@ def test_answers_arrive_unchanged(message):
 
 def test_a_reused_buffer_never_changes_tensors_already_received():
     buffer = bytearray()
-    first = send_and_receive(("ok", torch.ones(1000, 100)), buffer)[1]
-    second = send_and_receive(("ok", torch.zeros(1000, 100)), buffer)[1]
-    assert len(buffer) >= 400_000  # both were read into the same memory
+    first = send_and_receive(("ok", torch.ones(1000, 300)), buffer)[1]  # over 1 MB: the big-reply reader
+    second = send_and_receive(("ok", torch.zeros(1000, 300)), buffer)[1]
+    assert len(buffer) >= 1_200_000  # both were read into the same memory
     assert bool(first.eq(1).all()) and bool(second.eq(0).all())
 
 
