@@ -23,6 +23,7 @@ import time
 import traceback
 
 SCRATCH = "/tmp"  # the only writable place: a size-limited tmpfs (set by main)
+HAS_SHM = False  # whether /dev/shm is SCRATCH/.shm (set by main)
 OWN_PID_NAMESPACE = True  # in bubblewrap: kill(-1) reaches only the sandbox
 PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER = 4, 36
 CELL_ERROR_CHARS = 2000
@@ -60,6 +61,9 @@ def _apply_limits(spec):
     _limit(resource.RLIMIT_FSIZE, spec["max_file_bytes"])
     _limit(resource.RLIMIT_NOFILE, 256)
     _limit(resource.RLIMIT_CORE, 0)
+    # POSIX message queues live in the kernel, outside every folder we wipe, and
+    # outlast the process: none at all.
+    _limit(resource.RLIMIT_MSGQUEUE, 0)
 
 
 def _fresh_dirs():
@@ -297,20 +301,35 @@ def _describe_exit(code):
     return f"your code ended the Python process (exit code {os.WEXITSTATUS(code)})"
 
 
+SHM_DIR = ".shm"  # the scratch folder that /dev/shm shows: emptied, never removed (it is mounted)
+
+
 def _wipe(folder):
-    """Empty `folder`; True if it really is empty afterwards.
+    """Empty `folder` (and its /dev/shm folder); True if it really is empty afterwards.
 
     A submission may leave directories without permissions; we own them (same
     uid), so we make every directory accessible first, then remove bottom-up.
     """
+    shm = os.path.join(folder, SHM_DIR)
+    if os.path.isdir(shm) and not os.path.islink(shm):
+        return _wipe_all(shm) and _wipe_all(folder, keep=SHM_DIR)
+    # A scratch that had /dev/shm's folder and lost it: the sandbox is replaced.
+    return _wipe_all(folder) and not (folder == SCRATCH and HAS_SHM)
+
+
+def _wipe_all(folder, keep=None):
     for _ in range(3):
         for root, dirs, _files in os.walk(folder):
             for name in dirs:
+                if root == folder and name == keep:
+                    continue
                 try:
                     os.chmod(os.path.join(root, name), 0o700, follow_symlinks=False)
                 except (OSError, NotImplementedError):
                     pass
         for entry in os.listdir(folder):
+            if entry == keep:
+                continue
             path = os.path.join(folder, entry)
             try:
                 if os.path.isdir(path) and not os.path.islink(path):
@@ -319,7 +338,7 @@ def _wipe(folder):
                     os.unlink(path)
             except OSError:
                 pass
-        if not os.listdir(folder):
+        if not [entry for entry in os.listdir(folder) if entry != keep]:
             return True
     return False
 
@@ -413,8 +432,9 @@ def _warm_up():
 def main(control_fd, own_pid_namespace, scratch):
     import socket
 
-    global SCRATCH, OWN_PID_NAMESPACE
+    global SCRATCH, OWN_PID_NAMESPACE, HAS_SHM
     SCRATCH, OWN_PID_NAMESPACE = scratch, own_pid_namespace
+    HAS_SHM = os.path.isdir(os.path.join(scratch, SHM_DIR))
     control = socket.socket(fileno=control_fd)
     devnull = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):

@@ -23,10 +23,16 @@ class BatchReport:
 
 
 def grade_batch(assignment, paths, course, out_dir=None, jobs=2, limits=None, force=False, seed=None,
-                scheduler=None, on_result=None):
+                scheduler=None, on_result=None, unsafe_no_sandbox=False):
+    """Grade `paths` and write every output. Raises NoSandbox or PoisonedInterpreter,
+    before any submission runs or anything is written, when grading must not happen."""
     from .grading import BatchSpec
+    from .sandbox import require_sandbox
     from .scheduler import LocalScheduler
+    from .selfcheck import verify
 
+    isolation = require_sandbox(unsafe_no_sandbox)
+    verify(comparisons=False)  # the workers check the comparisons once they have torch
     started = time.perf_counter()
     course = Path(course).resolve()
     out_dir = Path(out_dir or course / "graded" / assignment).resolve()
@@ -34,8 +40,8 @@ def grade_batch(assignment, paths, course, out_dir=None, jobs=2, limits=None, fo
     submissions = discover(paths, assignment)
     todo = [s for s in submissions if force or not _is_done(out_dir, s)]
     spec = BatchSpec(assignment=assignment, course=str(course), seed=batch_seed(out_dir, seed, force),
-                     limits=dict(limits or {}),
-                     autograded_dir=str(course / "autograded"))
+                     limits=dict(limits or {}), autograded_dir=str(course / "autograded"),
+                     isolation=isolation)
     report = BatchReport(skipped=len(submissions) - len(todo), out_dir=out_dir)
     scheduler = scheduler or LocalScheduler(jobs)
     clock = _Clock(report.phases)

@@ -34,7 +34,9 @@ def cmd_validate(args):
     from .validate import validate
 
     console.print(f"Grading the solutions, the release and the corpus of {args.assignment} ...")
-    report = validate(args.assignment, seed=args.seed, jobs=args.jobs, out_dir=args.out)
+    may_run_student_code(args.unsafe_no_sandbox)
+    report = validate(args.assignment, seed=args.seed, jobs=args.jobs, out_dir=args.out,
+                      unsafe_no_sandbox=args.unsafe_no_sandbox)
     table = Table(title=f"Hidden checks of {args.assignment} (seed {args.seed})")
     for column in ("grade cell", "checks", "pass on solutions", "fail on stubs", "mistakes caught",
                    "alternatives accepted", "checks that caught no mistake"):
@@ -67,13 +69,10 @@ def cmd_demo(args):
     from .build import write_source
     from .examples import write_examples
     from .nbgrader_steps import generate_assignment
-    from .sandbox import isolation_warning
 
     course = Path(args.course).resolve()
     started = time.perf_counter()
-    warning = isolation_warning()
-    if warning:
-        console.print(f"[bold red]{warning}[/bold red]")
+    may_run_student_code(args.unsafe_no_sandbox)  # before anything is built or written
     for assignment in ASSIGNMENTS:
         if course == ROOT:
             write_source(assignment)
@@ -84,7 +83,7 @@ def cmd_demo(args):
         students = write_examples(assignment, release, course / "submitted")
         console.print(f"Grading {len(students)} example submissions of {assignment} in sandboxes ...")
         report = grade_batch(assignment, [course / "submitted"], course, force=True,
-                             jobs=os.cpu_count() or 1)
+                             jobs=os.cpu_count() or 1, unsafe_no_sandbox=args.unsafe_no_sandbox)
         print_results(report.results, assignment)
         console.print(f"Class report: {report.out_dir / 'report.html'}; feedback pages: {report.out_dir / 'feedback'}")
     console.print(f"Done in {time.perf_counter() - started:.1f} s. Results: {course / 'graded'};"
@@ -95,11 +94,8 @@ def cmd_demo(args):
 def cmd_grade(args):
     """Grade submissions in sandboxes; results, grades.csv and the gradebook."""
     from .batch import grade_batch
-    from .sandbox import isolation_warning
 
-    warning = isolation_warning()
-    if warning:
-        console.print(f"[bold red]{warning}[/bold red]")
+    may_run_student_code(args.unsafe_no_sandbox)
     limits = {"timeout": args.timeout}
     if args.memory_mb:
         limits["memory_bytes"] = args.memory_mb * 2**20
@@ -116,7 +112,7 @@ def cmd_grade(args):
     try:
         report = grade_batch(args.assignment, args.paths, args.course, out_dir=args.out,
                              jobs=args.jobs or os.cpu_count() or 1, limits=limits, force=args.force,
-                             seed=args.seed, on_result=advance)
+                             seed=args.seed, on_result=advance, unsafe_no_sandbox=args.unsafe_no_sandbox)
     finally:
         progress.stop()
     print_results(report.results, args.assignment)
@@ -129,6 +125,9 @@ def cmd_grade(args):
     mean = sum(r["score"] for r in report.results) / len(report.results) if report.results else 0.0
     console.print(f"graded {len(graded)}, failed {failed}, skipped {report.skipped} (already graded), "
                   f"mean score {mean:.2f}, wall time {report.seconds:.1f} s; results in {report.out_dir}")
+    if any(r["extra_data"].get("sandbox") == "none" for r in report.graded):
+        console.print("[bold red]These results were graded WITHOUT a sandbox (--unsafe-no-sandbox);"
+                      " grades.csv, the report and the feedback pages say so.[/bold red]")
     console.print(f"class report: {report.out_dir / 'report.html'}; feedback pages: {report.out_dir / 'feedback'}")
     if args.verbose:
         console.print("time spent: " + ", ".join(f"{name} {seconds:.1f} s" for name, seconds in report.phases.items()))
@@ -159,10 +158,29 @@ def cmd_gradescope(args):
     """Write the Gradescope autograder zip for an assignment."""
     from .gradescope import build_bundle
 
-    target = build_bundle(args.assignment, args.out or ROOT / "dist" / f"{args.assignment}-gradescope.zip")
+    target = build_bundle(args.assignment, args.out or ROOT / "dist" / f"{args.assignment}-gradescope.zip",
+                          unsafe_no_sandbox=args.unsafe_no_sandbox)
     console.print(f"wrote {target}: upload it as the assignment's autograder on Gradescope"
                   " (Configure Autograder, zip file upload). Students submit their notebook.")
     return 0
+
+
+def may_run_student_code(unsafe_no_sandbox):
+    """Refuse (NoSandbox, PoisonedInterpreter) before anything runs; warn loudly when unsafe."""
+    from .sandbox import require_sandbox, unsafe_warning
+    from .selfcheck import verify
+
+    require_sandbox(unsafe_no_sandbox)
+    verify(comparisons=False)
+    warning = unsafe_warning()
+    if warning:
+        console.print(f"[bold red]{warning}[/bold red]")
+
+
+def _add_unsafe_flag(parser):
+    parser.add_argument("--unsafe-no-sandbox", action="store_true",
+                        help="without bubblewrap, run student code as a plain process (as another user when"
+                             " run as root) instead of refusing; every result says it was graded this way")
 
 
 def _progress(enabled):
@@ -216,9 +234,11 @@ def main(argv=None):
     p.add_argument("--seed", type=int, default=0, help="input seed (default 0)")
     p.add_argument("--jobs", type=int, default=0, help="parallel workers (default: number of cores)")
     p.add_argument("--out", help="keep the result files in this folder")
+    _add_unsafe_flag(p)
     p.set_defaults(func=cmd_validate)
     p = sub.add_parser("demo", help="release, grade the example submissions in sandboxes, print grades")
     p.add_argument("--course", default=str(ROOT), help="course directory (default: this repository)")
+    _add_unsafe_flag(p)
     p.set_defaults(func=cmd_demo)
     p = sub.add_parser("grade", help="grade submitted notebooks in sandboxes (trusted, parallel)")
     p.add_argument("assignment", choices=ASSIGNMENTS)
@@ -227,11 +247,13 @@ def main(argv=None):
     p.add_argument("--out", help="results folder (default: COURSE/graded/ASSIGNMENT)")
     p.add_argument("--jobs", type=int, default=0, help="parallel workers (default: number of cores)")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds per submission (default 120)")
-    p.add_argument("--memory-mb", type=int, default=0, help="memory per submission (default 4096)")
+    p.add_argument("--memory-mb", type=int, default=0,
+                   help="memory per submission on top of the warm interpreter (default 4096)")
     p.add_argument("--force", action="store_true", help="grade again what is already graded")
     p.add_argument("--seed", type=int, help="input seed (default: random, kept for the batch)")
     p.add_argument("--course", default=str(ROOT), help="course directory (default: this repository)")
     p.add_argument("--verbose", action="store_true", help="also print where the time went")
+    _add_unsafe_flag(p)
     p.set_defaults(func=cmd_grade)
     for name, text in (("feedback", "write each student's feedback page and the class report from graded results"),
                        ("report", "write only the class report (report.html) from graded results")):
@@ -243,10 +265,19 @@ def main(argv=None):
     p = sub.add_parser("gradescope", help="write a Gradescope autograder zip (setup.sh, run_autograder)")
     p.add_argument("assignment", choices=ASSIGNMENTS)
     p.add_argument("--out", help="zip file to write (default: dist/ASSIGNMENT-gradescope.zip)")
+    p.add_argument("--unsafe-no-sandbox", action="store_true",
+                   help="let the bundle grade without bubblewrap where Gradescope's image cannot run it"
+                        " (student code then runs as a separate user, not in a sandbox)")
     p.set_defaults(func=cmd_gradescope)
     args = parser.parse_args(argv)
+    from .sandbox import NoSandbox
+    from .selfcheck import PoisonedInterpreter
+
     try:
         return args.func(args) or 0
+    except (NoSandbox, PoisonedInterpreter) as refusal:  # nothing ran; say why, in words
+        console.print(f"[bold red]autograder {args.command}: {refusal}[/bold red]", highlight=False)
+        return 2
     except Exception as error:  # a clear one-line message, not a traceback
         console.print(f"[red]autograder {args.command} failed:[/red] {error}")
         return 1

@@ -85,7 +85,7 @@ def render_feedback(result, layout):
         css=_css(), title=layout.assignment_title or extra["assignment"], student=extra["student_id"],
         status=extra["status"], output=result["output"], score=result["score"],
         max_score=max_score_of(result), notes=extra.get("notes", []), exercises=exercises,
-        other_errors=other_errors)
+        other_errors=other_errors, unsandboxed=extra.get("sandbox") == "none")
 
 
 def grouped(checks):

@@ -42,18 +42,22 @@ set -euo pipefail
 ROOT="${{AUTOGRADER_ROOT:-/autograder}}"
 PYTHON="${{AUTOGRADER_PYTHON:-$ROOT/venv/bin/python}}"
 cd "$ROOT/source"
-exec "$PYTHON" -m autograder.gradescope {assignment} --root "$ROOT"
+exec "$PYTHON" -m autograder.gradescope {assignment} --root "$ROOT"{flags}
 """
 
 
-def build_bundle(assignment, target):
-    """Write the Gradescope zip for `assignment` to `target`; return its path."""
+def build_bundle(assignment, target, unsafe_no_sandbox=False):
+    """Write the Gradescope zip for `assignment` to `target`; return its path.
+
+    `unsafe_no_sandbox` bakes the opt-out into run_autograder, for images where
+    bubblewrap cannot create namespaces; without it such an image refuses to grade."""
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(f".{target.name}.partial")
     with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as bundle:
         _add_text(bundle, "setup.sh", SETUP_SH)
-        _add_text(bundle, "run_autograder", RUN_AUTOGRADER.format(assignment=assignment))
+        _add_text(bundle, "run_autograder", RUN_AUTOGRADER.format(
+            assignment=assignment, flags=" --unsafe-no-sandbox" if unsafe_no_sandbox else ""))
         for name in BUNDLED:
             _add_path(bundle, ROOT / name, name)
         for folder in ("source", "release"):
@@ -111,13 +115,16 @@ def no_notebook_result(assignment, found):
             "tests": [], "extra_data": {"assignment": assignment, "status": "invalid", "notes": [message]}}
 
 
-def grade_submission(assignment, root):
-    """Grade root/submission into root/results/results.json; return the results dict."""
+def grade_submission(assignment, root, unsafe_no_sandbox=False):
+    """Grade root/submission into root/results/results.json; return the results dict.
+
+    Raises NoSandbox (nothing written) when there is no working sandbox and no opt-out."""
     from .batch import grade_batch, read_source
     from .feedback import layout_of
     from .nbgrader_steps import throwaway_course
-    from .sandbox import isolation_warning
+    from .sandbox import require_sandbox, unsafe_warning
 
+    require_sandbox(unsafe_no_sandbox)
     root = Path(root)
     submission = root / "submission"
     results_file = root / "results" / "results.json"
@@ -125,7 +132,7 @@ def grade_submission(assignment, root):
     if os.geteuid() == 0:  # Gradescope runs us as root: keep the student's uid out of both
         for private in (root / "source", results_file.parent):
             os.chmod(private, 0o700)
-    print(isolation_warning() or "Grading in a bubblewrap sandbox.")
+    print(unsafe_warning() or "Grading in a bubblewrap sandbox.")
     notebook, others = choose_notebook(submission, assignment)
     if notebook is None:
         found = [p.name for p in submission.rglob("*") if p.is_file()] if submission.exists() else []
@@ -137,6 +144,7 @@ def grade_submission(assignment, root):
             inbox.mkdir()
             shutil.copy(notebook, inbox / "submission.ipynb")
             report = grade_batch(assignment, [inbox / "submission.ipynb"], course,
+                                 unsafe_no_sandbox=unsafe_no_sandbox,
                                  out_dir=Path(scratch) / "graded", jobs=1, force=True)
             if not report.results:
                 raise RuntimeError("the grader failed: " + "; ".join(
@@ -170,8 +178,17 @@ def main(argv=None):
                                      description="Grade a Gradescope submission (run by run_autograder).")
     parser.add_argument("assignment", choices=ASSIGNMENTS)
     parser.add_argument("--root", default="/autograder", help="Gradescope's /autograder folder")
+    parser.add_argument("--unsafe-no-sandbox", action="store_true",
+                        help="grade without bubblewrap (as a separate user) instead of refusing")
     args = parser.parse_args(argv)
-    results = grade_submission(args.assignment, args.root)
+    from .sandbox import NoSandbox
+    from .selfcheck import PoisonedInterpreter
+
+    try:
+        results = grade_submission(args.assignment, args.root, args.unsafe_no_sandbox)
+    except (NoSandbox, PoisonedInterpreter) as refusal:
+        print(f"The autograder refused to run: {refusal}", file=sys.stderr)
+        return 2
     print(f"{args.assignment}: {results['score']:g} points; results in {Path(args.root) / 'results' / 'results.json'}")
     return 0
 

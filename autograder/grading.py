@@ -12,6 +12,8 @@ from pathlib import Path
 
 import nbformat
 
+from .sandbox import NoSandbox
+from .selfcheck import PoisonedInterpreter
 from .submissions import InvalidNotebook, grade_cells, read_notebook, sanitize, sha256
 
 FAILED_CELLS_SHOWN = 5
@@ -26,6 +28,7 @@ class BatchSpec:
     seed: int
     limits: dict = field(default_factory=dict)
     autograded_dir: str = ""  # where to write nbgrader's autograded/ notebooks ("" = don't)
+    isolation: str = "bubblewrap"  # or "none": no sandbox here and the TA passed --unsafe-no-sandbox
 
 
 _state = {}
@@ -40,8 +43,10 @@ def worker_setup(spec, slots=None, pin=False):
     _state.update(spec=spec)
     try:
         _setup(spec, slots.get() if slots is not None else 0, pin)
+    except (NoSandbox, PoisonedInterpreter) as refusal:  # the whole batch must stop: see LocalScheduler
+        _state["setup_error"] = refusal
     except Exception as error:
-        _state["setup_error"] = f"{type(error).__name__}: {error}"
+        _state["setup_error"] = RuntimeError(f"this grading worker could not start: {type(error).__name__}: {error}")
     # Forked pool workers leave through os._exit, skipping atexit; multiprocessing's
     # finalizers do run.
     from multiprocessing.util import Finalize
@@ -52,12 +57,15 @@ def worker_setup(spec, slots=None, pin=False):
 def _setup(spec, slot, pin):
     from .runner import CheckSession
     from .sandbox import Limits, Sandbox
+    from .selfcheck import verify
 
     if pin:
         _pin_to_one_core(slot)
-    sandbox = _state["sandbox"] = Sandbox(slot, Limits(**spec.limits))
+    sandbox = _state["sandbox"] = Sandbox(slot, Limits(**spec.limits), spec.isolation == "none",
+                                          conceal=[spec.course])
     sandbox.launch()  # first: it starts (about 3 s) while this process gets ready below
     _prepare(spec)
+    verify()  # this process compares answers: its comparisons must be torch's own
     _state["checks"] = CheckSession(spec.assignment)
     sandbox.await_hello()
     # This process lives for the whole batch: keep the garbage collector from
@@ -119,7 +127,7 @@ def grade_job(submission):
     """Grade one Submission on this worker; never raises for a student's fault."""
     spec, started, cpu = _state["spec"], time.perf_counter(), time.process_time()
     if "setup_error" in _state:
-        raise RuntimeError(f"this grading worker could not start: {_state['setup_error']}")
+        raise _state["setup_error"]
     base = {"student_id": submission.student_id, "path": str(submission.path)}
     try:
         base["notebook_sha256"] = sha256(submission.path)
@@ -230,7 +238,7 @@ def build_result(spec, base, points, checks, notes, cell_errors, started):
                  "weight": c.weight, "message": c.message} for c in cell.checks]},
         })
     extra = {**base, "assignment": spec.assignment, "status": "graded", "seed": spec.seed,
-             "notes": notes,
+             "sandbox": spec.isolation, "notes": notes,
              "cell_errors": [{"cell": e["cell"], "error": e["error"]} for e in cell_errors]}
     output = [f"{extra['student_id']}: {round(total, 2):g} / {sum(points.values()):g} points"]
     output += [f"Note: {note}" for note in notes]

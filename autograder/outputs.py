@@ -104,19 +104,25 @@ def _write_batch_file(out_dir, data):
     os.replace(temporary, path)  # atomic: a kill -9 never leaves half a seed behind
 
 
+def _sandbox_column(extra):
+    """What grades.csv says about isolation: a plain word, loud when there was none."""
+    sandbox = extra.get("sandbox", "")  # none for a file that was never run
+    return "NONE (--unsafe-no-sandbox)" if sandbox == "none" else sandbox
+
+
 def write_grades_csv(out_dir, results, grade_ids):
-    """student id, score per graded cell, total, status, notes."""
+    """student id, score per graded cell, total, status, notes, and the sandbox it ran in."""
     target = Path(out_dir) / "grades.csv"
     temporary = target.with_name(".grades.csv.partial")
     with open(temporary, "w", newline="") as handle:
         writer = csv.writer(handle)
-        writer.writerow(["student_id", *grade_ids, "total", "max_score", "status", "notes"])
+        writer.writerow(["student_id", *grade_ids, "total", "max_score", "status", "notes", "sandbox"])
         for result in sorted(results, key=lambda r: r["extra_data"]["student_id"]):
             extra = result["extra_data"]
             scores = {t["name"]: t["score"] for t in result.get("tests", [])}
             writer.writerow([extra["student_id"], *[_number(scores.get(g)) for g in grade_ids],
                              _number(result["score"]), _number(max_score_of(result)), extra["status"],
-                             "; ".join(extra.get("notes", []))])
+                             "; ".join(extra.get("notes", [])), _sandbox_column(extra)])
     os.replace(temporary, target)
     return target
 

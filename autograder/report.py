@@ -106,4 +106,5 @@ def render_report(assignment, results, layout, wall_time=None):
         histogram=histogram_png(totals, max_score or 1.0) if totals else "",
         histogram_alt=f"{len(totals)} students between {min(totals, default=0):g} and {max(totals, default=0):g} points",
         exercises=exercises, diagnostics=common_diagnostics(graded, layout.titles),
-        attention=needs_attention(results))
+        attention=needs_attention(results),
+        unsandboxed=sorted(r["extra_data"]["student_id"] for r in results if r["extra_data"].get("sandbox") == "none"))

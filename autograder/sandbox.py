@@ -4,7 +4,9 @@ A `Sandbox` is one warm, isolated interpreter (see `agent.py`). With
 bubblewrap it runs as an unprivileged user in its own user, mount, PID,
 network, IPC and UTS namespaces; it sees read-only system and Python files,
 its own code and a small writable tmpfs, and nothing of the course. Without
-bubblewrap it is a plain subprocess with limits, and `isolation()` says so.
+bubblewrap nothing runs (`NoSandbox`), unless the TA passes --unsafe-no-sandbox:
+then it is a plain subprocess with limits, never as root (`_plain_command`),
+and `unsafe_warning()` says what is missing.
 
 `SandboxStudent` implements the probe API of `student.NamespaceStudent` by
 sending each call to the sandbox and reading the answer back as plain data.
@@ -12,6 +14,7 @@ sending each call to the sandbox and reading the answer back as plain data.
 import hashlib
 import os
 import select
+import shlex
 import shutil
 import socket
 import subprocess
@@ -43,11 +46,16 @@ class SandboxBroken(RuntimeError):
 
 
 # -- how much isolation this machine allows --------------------------------------
+UNSAFE_FLAG = "--unsafe-no-sandbox"
 _isolation = None
 
 
+class NoSandbox(RuntimeError):
+    """Student code must not run here: no working sandbox, and no explicit opt-out."""
+
+
 def isolation():
-    """('bwrap' | 'process', explanation). Probed once per process."""
+    """('bwrap' | 'none', explanation). Probed once per process."""
     global _isolation
     if _isolation is None:
         _isolation = _probe_isolation()
@@ -55,26 +63,100 @@ def isolation():
 
 
 def _probe_isolation():
-    if os.environ.get("AUTOGRADER_ISOLATION") == "process":
-        return "process", "isolation turned off by AUTOGRADER_ISOLATION=process"
     if not shutil.which("bwrap"):
-        return "process", "bubblewrap is not installed (apt-get install bubblewrap)"
+        return "none", "bubblewrap is not installed"
     command = _as_sandbox_user(0, ["bwrap", "--unshare-all", "--ro-bind", "/", "/", "true"], [])
     try:
         result = subprocess.run(command, capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired) as error:
-        return "process", f"bubblewrap could not start ({error})"
+        return "none", f"bubblewrap could not start ({error})"
     if result.returncode != 0:
-        return "process", f"bubblewrap could not create namespaces here: {result.stderr.strip()[:200]}"
+        return "none", f"bubblewrap could not create namespaces here: {result.stderr.strip()[:200]}"
     return "bwrap", "bubblewrap: separate namespaces, no network, unprivileged user"
 
 
-def isolation_warning():
+def require_sandbox(unsafe_no_sandbox=False):
+    """How student code will run: 'bubblewrap', or 'none' with the explicit opt-out.
+
+    Raises NoSandbox, with a message for the TA, when there is no working
+    sandbox and no opt-out, or when even the opt-out cannot keep student code
+    away from the grader's own user. Nothing has run when this raises.
+    """
+    mode, why = isolation()
+    if mode == "bwrap":
+        return "bubblewrap"
+    if not unsafe_no_sandbox:
+        raise NoSandbox(
+            f"Refusing to run student code: there is no working sandbox ({why}). Install bubblewrap"
+            " (as root: apt-get install -y bubblewrap, or run ./setup.sh) and grade again. To run student"
+            f" code without isolation anyway, pass {UNSAFE_FLAG}; results graded that way say so.")
+    _plain_mode()  # raises NoSandbox when even a separate user is impossible
+    return "none"
+
+
+def unsafe_warning():
+    """What is missing when grading with the opt-out (for the terminal and logs)."""
     mode, why = isolation()
     if mode == "bwrap":
         return None
-    return ("WARNING: submissions will run WITHOUT a sandbox: " + why + ". Student code runs as a "
-            "plain process with limits; it can read files this user can read and use the network.")
+    plain = _plain_mode()
+    if plain == "namespace":
+        kept = ("student code runs as a separate unprivileged user with its own private /tmp and"
+                " /dev/shm, and the course folder hidden, but it shares this machine's network and"
+                " can read every file that any user may read")
+    elif plain == "user":
+        kept = ("student code runs as a separate unprivileged user, but it shares this machine's"
+                " network, /tmp and /dev/shm, and can read every file that any user may read, the"
+                " course included if it is readable by others")
+    else:
+        kept = (f"student code runs as YOUR user ({_user_name()}): it can read and change everything"
+                " you can, including the course, its solutions, the results, the gradebook and your"
+                " Python installation, and it can use the network")
+    return f"WARNING: grading WITHOUT a sandbox ({why}; {UNSAFE_FLAG} given): {kept}."
+
+
+def _user_name():
+    import pwd
+
+    try:
+        return pwd.getpwuid(os.geteuid()).pw_name
+    except KeyError:
+        return f"uid {os.geteuid()}"
+
+
+_plain = None
+
+
+def _plain_mode():
+    """How far isolation goes without bubblewrap: 'namespace' (root, and a private mount
+    namespace works: separate user, private /tmp, course hidden), 'user' (root: separate
+    user only) or 'self' (not root: nothing). Raises NoSandbox where root cannot hand
+    student code to another user."""
+    global _plain
+    if _plain is None:
+        if os.geteuid() != 0:
+            _plain = "self"
+        elif _mount_namespace_works():
+            _plain = "namespace"
+        elif all(_reachable(p) for p in _python_roots()):
+            _plain = "user"
+        else:
+            unreachable = ", ".join(str(p) for p in _python_roots() if not _reachable(p))
+            raise NoSandbox(
+                f"Refusing to run student code as root: without bubblewrap it must run as another user,"
+                f" but Python is installed where other users cannot read it ({unreachable}) and this"
+                " machine does not allow a private mount namespace. Install bubblewrap, or install"
+                " Python and this package where other users can read them (for example in /opt).")
+    return _plain
+
+
+def _mount_namespace_works():
+    try:
+        done = subprocess.run(["unshare", "--mount", "--propagation", "private", "true"],
+                              capture_output=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
 
 
 # -- building the command ---------------------------------------------------------
@@ -124,11 +206,7 @@ def _private_copy(sources):
 
 def _reachable(path):
     """Can a stranger (an unprivileged uid) open this directory?"""
-    path = Path(path).resolve()
-    for part in [*reversed(path.parents), path]:
-        if not part.stat().st_mode & 0o001:
-            return False
-    return True
+    return _first_unreachable(path) is None
 
 
 def _python_roots():
@@ -137,6 +215,21 @@ def _python_roots():
     roots = {r for r in roots if not any(r != o and o in r.parents for o in roots)}
     system = Path("/usr")
     return sorted(r for r in roots if r != system and system not in r.parents)
+
+
+def _in_scratch(path):
+    """Is `path` where the sandbox has its scratch (/tmp), so it must appear elsewhere there?"""
+    return any(path == top or top in path.parents for top in (Path("/tmp"), Path("/dev")))
+
+
+def _sandbox_python(places):
+    """The interpreter's path inside the sandbox, given {root: where the sandbox shows it}."""
+    executable = Path(sys.executable)
+    folder = executable.parent.resolve()
+    for root, place in places.items():
+        if folder == root or root in folder.parents:
+            return str(place / folder.relative_to(root) / executable.name)
+    return str(executable)
 
 
 def _as_sandbox_user(slot, command, hidden):
@@ -159,17 +252,68 @@ def _as_sandbox_user(slot, command, hidden):
             *map(str, hidden), "--", *drop, *command]
 
 
-def _unprivileged_if_possible(slot, command, scratch, agent):
-    """Without bubblewrap, still never run student code as root: start the agent as
-    the slot's unprivileged uid when that user can reach Python and the agent (as on
-    Gradescope, with Python in /usr or a venv). Where Python sits under a private
-    folder (/root) that is impossible without namespaces; the isolation warning says
-    grading is weak then."""
-    if os.geteuid() != 0 or not all(_reachable(p) for p in [*_python_roots(), agent]):
-        return command
-    uid = SANDBOX_UID_BASE + slot
-    os.chown(scratch, uid, uid)
-    return _as_sandbox_user(slot, command, hidden=[])
+SHM_DIR = ".shm"  # /dev/shm is this folder of the scratch tmpfs: inside its size limit, wiped with it
+
+
+def _plain_command(slot, control, agent, limits, conceal):
+    """(command, scratch folder, environment) for the agent without bubblewrap.
+
+    Never as root: root hands the agent to the slot's unprivileged uid. Where a
+    private mount namespace works, that user also gets a private /tmp (the
+    size-limited scratch, with /dev/shm inside it), read-only Python folders and
+    no view of `conceal` (the course). Without root, nothing can be kept apart:
+    `unsafe_warning` says so.
+    """
+    mode = _plain_mode()
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "OMP_NUM_THREADS": "1",
+           "MPLBACKEND": "Agg"}
+    if mode == "namespace":
+        env.update(HOME="/tmp/home", TMPDIR="/tmp")
+        return _private_namespace(slot, control, agent, limits, conceal), None, env
+    scratch = tempfile.mkdtemp(prefix="autograder-scratch-")  # 0700: nobody else reads it
+    env.update(HOME=os.path.join(scratch, "home"), TMPDIR=scratch)
+    command = _agent_call(control, "plain", scratch, agent)
+    if mode == "user":
+        uid = SANDBOX_UID_BASE + slot
+        os.chown(scratch, uid, uid)
+        command = _as_sandbox_user(slot, command, hidden=[])
+    return command, scratch, env
+
+
+def _private_namespace(slot, control, agent, limits, conceal):
+    """As root, in a private mount namespace: hide /tmp, /var/tmp, the course and private
+    folders behind empty tmpfs mounts, put Python back read-only, then drop to the slot's uid."""
+    roots = _python_roots()
+    tops = sorted({_first_unreachable(r) for r in roots} - {None})
+    # A Python under /tmp (a throw-away venv) stays at /mnt/<i>: /tmp is the scratch, wiped every time.
+    places = {root: Path(f"/mnt/{index}") if _in_scratch(root) else root for index, root in enumerate(roots)}
+    q = shlex.quote
+    small = "mount -t tmpfs -o size=1m,mode=0755 autograder"
+    lines = ["set -e", f"{small} /mnt", "mkdir /mnt/agent", f"mount --bind {q(str(agent))} /mnt/agent"]
+    for index, root in enumerate(roots):
+        lines += [f"mkdir /mnt/{index}", f"mount --bind {q(str(root))} /mnt/{index}"]
+    lines.append(f"mount -t tmpfs -o size={limits.scratch_bytes},mode=1777 autograder /tmp")
+    lines.append(f"if [ -d /var/tmp ]; then {small} /var/tmp; fi")
+    for folder in [*tops, *conceal]:
+        lines.append(f"if [ -d {q(str(folder))} ]; then {small} {q(str(folder))}; fi")
+    for index, root in enumerate(roots):
+        if places[root] == root:
+            lines += [f"mkdir -p {q(str(root))}", f"mount --bind /mnt/{index} {q(str(root))}"]
+        lines.append(f"mount -o remount,bind,ro {q(str(places[root]))}")
+    lines += [f"mkdir /tmp/{SHM_DIR}", f"chmod 1777 /tmp/{SHM_DIR}",
+              f"if [ -d /dev/shm ]; then mount --bind /tmp/{SHM_DIR} /dev/shm; fi", 'exec "$@"']
+    uid = str(SANDBOX_UID_BASE + slot)
+    drop = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all"]
+    return ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", "\n".join(lines), "sh",
+            *drop, *_agent_call(control, "plain", "/tmp", "/mnt/agent", _sandbox_python(places))]
+
+
+def _first_unreachable(path):
+    """The outermost folder on the way to `path` that a stranger cannot enter, or None."""
+    for part in [*reversed(Path(path).resolve().parents), Path(path).resolve()]:
+        if not part.stat().st_mode & 0o001:
+            return part
+    return None
 
 
 def _socket_pair():
@@ -181,21 +325,23 @@ def _socket_pair():
     return pair
 
 
-def _agent_call(control, mode, scratch, agent):
+def _agent_call(control, mode, scratch, agent, python=sys.executable):
     code = ("import sys; sys.path.insert(0, sys.argv[1]); from autograder.agent import main; "
             "main(int(sys.argv[2]), sys.argv[3] == 'pidns', sys.argv[4])")
-    return [sys.executable, "-I", "-c", code, str(agent), str(control), mode, str(scratch)]
+    return [python, "-I", "-c", code, str(agent), str(control), mode, str(scratch)]
 
 
 def _bwrap_command(slot, agent, control, limits):
     roots = _python_roots()
     hidden = [r for r in roots if os.geteuid() == 0 and not _reachable(r)]
+    # A Python under /tmp (a throw-away venv) is shown at /python/<i>: the sandbox's /tmp is its scratch.
+    places = {root: Path(f"/python/{index}") if _in_scratch(root) else root for index, root in enumerate(roots)}
     binds = []
     for index, root in enumerate(hidden):
-        binds += ["--ro-bind", f"/mnt/{index}", str(root)]
+        binds += ["--ro-bind", f"/mnt/{index}", str(places[root])]
     for root in roots:
         if root not in hidden:
-            binds += ["--ro-bind", str(root), str(root)]
+            binds += ["--ro-bind", str(root), str(places[root])]
     system = []
     for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
         path = Path("/") / name
@@ -208,17 +354,22 @@ def _bwrap_command(slot, agent, control, limits):
         "--ro-bind", "/usr", "/usr", *system,
         "--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache",
         "--ro-bind-try", "/etc/alternatives", "/etc/alternatives",
-        "--proc", "/proc", "--dev", "/dev",
-        "--size", str(limits.scratch_bytes), "--tmpfs", "/tmp",
+        "--proc", "/proc",
+        # One writable place, the size-limited scratch tmpfs: mounted on /dev/shm, with /tmp a
+        # link to it, so both count against one limit and are wiped together after every
+        # submission. The rest of /dev is bubblewrap's few device nodes, read-only.
+        "--dev", "/dev", "--size", str(limits.scratch_bytes), "--tmpfs", "/dev/shm",
+        "--remount-ro", "/dev", "--symlink", "/dev/shm", "/tmp",
         *binds,
         "--ro-bind", str(agent), "/agent",
+        "--remount-ro", "/",  # bubblewrap's own root (where the folders above were made) is read-only too
         "--chdir", "/agent", "--hostname", "localhost",
         "--clearenv", "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin", "--setenv", "HOME", "/tmp/home",
         "--setenv", "LANG", "C.UTF-8", "--setenv", "OMP_NUM_THREADS", "1", "--setenv", "MPLBACKEND", "Agg",
         # transparent huge pages for big tensors: a fresh child pays far fewer page faults
         "--setenv", "GLIBC_TUNABLES", "glibc.malloc.hugetlb=1",
         "--uid", "1000", "--gid", "1000",
-        *_agent_call(control, "pidns", "/tmp", "/agent"),
+        *_agent_call(control, "pidns", "/tmp", "/agent", _sandbox_python(places)),
     ]
     return _as_sandbox_user(slot, bwrap, hidden)
 
@@ -232,9 +383,14 @@ class Sandbox:
     (cell report, probes). The grader keeps the submission's deadline.
     """
 
-    def __init__(self, slot=0, limits=None):
+    def __init__(self, slot=0, limits=None, unsafe_no_sandbox=False, conceal=()):
+        """`unsafe_no_sandbox`: without bubblewrap, run the agent as a plain process (as
+        another user when we are root) instead of refusing; `conceal`: folders (the
+        course) hidden from it then, where a private mount namespace allows."""
         self.slot = slot
         self.limits = limits or Limits()
+        self.unsafe_no_sandbox = unsafe_no_sandbox
+        self.conceal = [str(c) for c in conceal]
         self.process = None
         self.control = None
         self.channel = None
@@ -255,17 +411,18 @@ class Sandbox:
         if self.agent is None:
             self.agent = _agent_dir()
         ours, theirs = _socket_pair()
-        mode, _ = isolation()
-        if mode == "bwrap":
-            command = _bwrap_command(self.slot, self.agent, theirs.fileno(), self.limits)
-            env, cwd = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}, "/"
-        else:
-            self.scratch = tempfile.mkdtemp(prefix="autograder-scratch-")
-            command = _unprivileged_if_possible(
-                self.slot, _agent_call(theirs.fileno(), "plain", self.scratch, self.agent), self.scratch, self.agent)
-            env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": self.scratch, "LANG": "C.UTF-8",
-                   "OMP_NUM_THREADS": "1", "MPLBACKEND": "Agg"}
-            cwd = self.scratch
+        try:
+            if require_sandbox(self.unsafe_no_sandbox) == "bubblewrap":
+                command = _bwrap_command(self.slot, self.agent, theirs.fileno(), self.limits)
+                env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+            else:
+                command, self.scratch, env = _plain_command(self.slot, theirs.fileno(), self.agent,
+                                                            self.limits, self.conceal)
+        except BaseException:
+            ours.close()
+            theirs.close()
+            raise
+        cwd = self.scratch or "/"
         self.process = subprocess.Popen(
             command, pass_fds=(theirs.fileno(),), env=env, cwd=cwd,
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
@@ -334,8 +491,8 @@ class Sandbox:
         if timeout <= 0 or not select.select([sock], [], [], timeout)[0]:
             raise TimeoutError()
         try:
-            return wire.load_reply(wire.read_frame(sock.fileno(), deadline=time.monotonic() + timeout,
-                                                   buffer=self.inbox))
+            return wire.load_reply(wire.read_reply_frame(sock.fileno(), deadline=time.monotonic() + timeout,
+                                                         buffer=self.inbox))
         except wire.WireError as error:
             if "timed out" in str(error):
                 raise TimeoutError() from None

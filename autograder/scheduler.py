@@ -12,6 +12,10 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from typing import Iterable, Iterator, Protocol
 
 from .grading import BatchSpec, grade_job, worker_setup
+from .sandbox import NoSandbox
+from .selfcheck import PoisonedInterpreter
+
+REFUSALS = (NoSandbox, PoisonedInterpreter)  # a worker that must not grade stops the batch
 
 
 class Scheduler(Protocol):
@@ -50,6 +54,8 @@ class LocalScheduler:
                     submission = pending.pop(future)
                     try:
                         yield future.result()
+                    except REFUSALS:
+                        raise
                     except Exception as error:  # a worker died: report, go on
                         yield worker_failure(spec, submission, error)
         finally:

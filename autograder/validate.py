@@ -60,14 +60,14 @@ class Validation:
         return not self.problems and all(c.checks for c in self.cells.values())
 
 
-def validate(assignment, seed=0, jobs=None, out_dir=None, only=None):
+def validate(assignment, seed=0, jobs=None, out_dir=None, only=None, unsafe_no_sandbox=False):
     """Grade solutions, stubs and corpus with `seed`; results go to `out_dir` (default: a temporary folder)."""
     with tempfile.TemporaryDirectory(prefix="autograder-validate-") as scratch:
         return grade_corpus(assignment, Path(scratch) / "corpus", seed, jobs,
-                            out_dir or Path(scratch) / "graded", only)
+                            out_dir or Path(scratch) / "graded", only, unsafe_no_sandbox)
 
 
-def grade_corpus(assignment, folder, seed, jobs, out_dir, only=None):
+def grade_corpus(assignment, folder, seed, jobs, out_dir, only=None, unsafe_no_sandbox=False):
     """Write the submissions to `folder`, grade them all, summarize.
 
     `only` limits the corpus to the entries with these names.
@@ -86,7 +86,8 @@ def grade_corpus(assignment, folder, seed, jobs, out_dir, only=None):
         write_submissions(assignment, entries, release_path(assignment), folder)  # same entries, same bytes
         paths = [folder / f"{name}.ipynb" for name in (SOLUTIONS, STUBS, *(e.name for e in entries))]
         report = grade_batch(assignment, paths, course, out_dir=out_dir,
-                             jobs=jobs or os.cpu_count() or 1, force=True, seed=seed)
+                             jobs=jobs or os.cpu_count() or 1, force=True, seed=seed,
+                             unsafe_no_sandbox=unsafe_no_sandbox)
     results = {r["extra_data"]["student_id"]: r for r in report.results}
     return summarize(assignment, seed, cells, entries, results, report.seconds)
 

@@ -18,7 +18,7 @@ import struct
 import time
 
 HEADER = struct.Struct(">Q")
-MAX_FRAME = 64 * 2**20  # a reply bigger than this is a broken or hostile sandbox
+MAX_FRAME = 64 * 2**20  # a request bigger than this is a bug
 
 
 class WireError(Exception):
@@ -59,12 +59,13 @@ def _wait(fd, deadline, writing=False):
         raise WireError("timed out in the middle of a frame")
 
 
-def _read_exactly(fd, size, deadline=None, buffer=None):
+def _read_exactly(fd, size, deadline=None, buffer=None, start=0):
+    """Read `size` bytes into buffer[start:size] (a fresh buffer without one); a view of buffer[:size]."""
     if buffer is None:
         buffer = bytearray(size)
     elif len(buffer) < size:
         buffer.extend(bytes(size - len(buffer)))
-    view, filled = memoryview(buffer)[:size], 0
+    view, filled = memoryview(buffer)[:size], start
     while filled < size:
         _wait(fd, deadline)
         try:
@@ -85,6 +86,26 @@ def read_frame(fd, limit=MAX_FRAME, deadline=None, buffer=None):
     if size > limit:
         raise WireError(f"frame of {size} bytes is over the {limit}-byte limit")
     return _read_exactly(fd, size, deadline, buffer)
+
+
+def read_reply_frame(fd, deadline=None, buffer=None):
+    """Like `read_frame` for a reply, bounded by its kind before a byte of the body is read.
+
+    Header and kind byte arrive in one read (the sandbox writes a frame at once);
+    an oversized reply is refused there, so a hostile one costs the grader
+    neither the memory to hold it nor the time to parse it."""
+    head = bytes(_read_exactly(fd, HEADER.size + 1, deadline))
+    (size,), kind = HEADER.unpack(head[:HEADER.size]), head[HEADER.size:]
+    if kind not in REPLY_LIMITS or size < 1:
+        raise WireError("reply of an unknown kind")
+    if size > REPLY_LIMITS[kind]:
+        raise WireError(f"reply of {size} bytes is over the {REPLY_LIMITS[kind]}-byte limit for its kind")
+    if buffer is None:
+        buffer = bytearray(size)
+    elif len(buffer) < size:
+        buffer.extend(bytes(size - len(buffer)))
+    buffer[0:1] = kind
+    return _read_exactly(fd, size, deadline, buffer, start=1)
 
 
 # -- requests: grader -> sandbox ----------------------------------------------
@@ -125,8 +146,13 @@ def load_request(payload):
 
 # -- replies: sandbox -> grader -----------------------------------------------
 # A reply without tensors is JSON (a tenth of the cost for the many small ones);
-# a reply with tensors is torch.save bytes. The first byte says which.
+# a reply with tensors is torch.save bytes. The first byte says which, and bounds
+# the frame before its body is read: JSON parses into up to ~20 times its size in
+# Python objects (`[[],[],...`), so it gets a small bound; tensor data is copied
+# once, so torch replies may be as big as the biggest honest answer allows
+# (MAX_ELEMENTS float32 numbers plus the pickled part).
 JSON, TORCH = b"J", b"T"
+MAX_JSON_BYTES = 2 * 2**20
 
 
 def dump_reply(message):
@@ -295,6 +321,8 @@ def load_reply(payload):
     import torch
 
     kind, body = bytes(payload[:1]), memoryview(payload)[1:]
+    if body.nbytes + 1 > REPLY_LIMITS.get(kind, 0):  # bounded before parsing, whoever read the frame
+        raise WireError("reply of an unknown kind or over its size limit")
     try:
         if kind == JSON:
             message = json.loads(bytes(body))
@@ -335,7 +363,8 @@ def _check_filled(message, filled):
 
 
 MAX_NODES = 100_000  # values in one reply
-MAX_ELEMENTS = 16 * 2**20  # tensor elements in one reply (the biggest real answer: 4.9 M)
+MAX_ELEMENTS = 12 * 2**20  # tensor elements in one reply (the biggest real answer: 4.9 M)
+REPLY_LIMITS = {JSON: MAX_JSON_BYTES, TORCH: 4 * MAX_ELEMENTS + 2 * MAX_PICKLE_BYTES}
 
 
 def check_plain(value):

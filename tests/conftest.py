@@ -1,14 +1,46 @@
 import contextlib
 import io
+import os
 import shutil
 
 import pytest
 
-from autograder import ROOT
+from autograder import ROOT, selfcheck
 from autograder.reference import solved_namespace
+from autograder.sandbox import isolation
 from autograder.validate import release_namespace
 
 ASSIGNMENT = "causal_attention"
+
+# Startup .pth files this machine had before any test ran (a platform's own, such as
+# a CA-certificate hook) are trusted for the tests' grading, and named in the header.
+# Never a sitecustomize/usercustomize: with one of those the machine is poisoned and
+# every grading test must fail, saying so.
+PLATFORM_STARTUP_FILES = [path for path in selfcheck.suspicious_startup_files() if path.endswith(".pth")]
+os.environ[selfcheck.TRUSTED_ENV] = os.pathsep.join(
+    [p for p in os.environ.get(selfcheck.TRUSTED_ENV, "").split(os.pathsep) if p] + PLATFORM_STARTUP_FILES)
+
+
+def pytest_report_header(config):
+    mode, why = isolation()
+    lines = [f"sandbox: {why}" + ("" if mode == "bwrap" else " -- sandbox tests will FAIL")]
+    if PLATFORM_STARTUP_FILES:
+        lines.append("trusted startup files found before the tests: " + ", ".join(PLATFORM_STARTUP_FILES))
+    return lines
+
+
+@pytest.fixture(scope="session")
+def sandbox_required():
+    """Security tests never skip because the sandbox is missing: they fail. Only a non-root
+    developer machine skips them (they look at other uids), and never under CI."""
+    mode, why = isolation()
+    if mode != "bwrap":
+        pytest.fail(f"no working sandbox: {why}. Install bubblewrap (./setup.sh, or apt-get install -y"
+                    " bubblewrap as root) and run the tests again.", pytrace=False)
+    if os.geteuid() != 0:
+        if os.environ.get("CI"):
+            pytest.fail("the sandbox tests must run as root under CI", pytrace=False)
+        pytest.skip("the sandbox tests look at other users' processes and files: run them as root")
 
 
 @pytest.fixture(scope="session")

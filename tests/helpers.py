@@ -80,3 +80,20 @@ def settled_sandbox_processes(expected, timeout=10):
         if len(found) <= expected or time.monotonic() > deadline:
             return found
         time.sleep(0.05)
+
+
+def path_without_bwrap(folder):
+    """A PATH with every system command but bubblewrap: a machine where it is not installed."""
+    import os
+
+    folder.mkdir(exist_ok=True)
+    for source in ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"):
+        if not os.path.isdir(source):
+            continue
+        for name in os.listdir(source):
+            target = folder / name
+            if name != "bwrap" and not target.exists() and not target.is_symlink():
+                target.symlink_to(os.path.join(source, name))
+    keep = [p for p in os.environ.get("PATH", "").split(os.pathsep)
+            if p and not os.path.exists(os.path.join(p, "bwrap"))]  # Python's own bin folder, for one
+    return os.pathsep.join([*keep, str(folder)])

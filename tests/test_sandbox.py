@@ -8,13 +8,12 @@ import pytest
 import torch
 
 from autograder import ROOT
-from autograder.sandbox import Limits, Sandbox, SandboxStudent, isolation
+from autograder.sandbox import Limits, Sandbox, SandboxStudent
 from autograder.student import StudentError
 
 from helpers import settled_sandbox_processes
 
-pytestmark = pytest.mark.skipif(isolation()[0] != "bwrap" or os.geteuid() != 0,
-                                reason="needs bubblewrap and root (CI installs it): " + isolation()[1])
+pytestmark = pytest.mark.usefixtures("sandbox_required")
 
 SNOOP = f"""
 import os, socket, sys
@@ -257,20 +256,27 @@ def test_locked_folders_are_wiped_and_shared_memory_gets_a_fresh_sandbox(sandbox
 
 
 def test_without_bubblewrap_root_still_hands_student_code_to_an_unprivileged_user(tmp_path, monkeypatch):
-    """The process fallback (e.g. Gradescope's Docker) drops to the slot's uid whenever that
-    user can reach Python; where it cannot (Python under /root here), nothing is dropped and
-    the isolation warning already says grading is weak."""
+    """The opt-out's plain process is never root: in a private mount namespace where one
+    can be made, else (Gradescope's Docker) as the slot's uid when it can reach Python;
+    where neither works the grader refuses instead of running student code as root."""
     from autograder import sandbox
 
-    if os.geteuid() != 0:
-        pytest.skip("only root drops privileges")
-    scratch = tmp_path / "scratch"
-    scratch.mkdir()
-    command = ["python", "-c", "pass"]
+    monkeypatch.setattr(sandbox, "_plain", None)
+    monkeypatch.setattr(sandbox, "_mount_namespace_works", lambda: False)
     monkeypatch.setattr(sandbox, "_reachable", lambda path: True)
-    wrapped = sandbox._unprivileged_if_possible(3, command, str(scratch), tmp_path)
+    command, scratch, env = sandbox._plain_command(3, 7, tmp_path, Limits(), [])
     uid = sandbox.SANDBOX_UID_BASE + 3
-    assert wrapped[:2] == ["setpriv", f"--reuid={uid}"] and wrapped[-3:] == command
-    assert scratch.stat().st_uid == uid
+    assert command[:2] == ["setpriv", f"--reuid={uid}"] and "plain" in command
+    assert os.stat(scratch).st_uid == uid and os.stat(scratch).st_mode & 0o777 == 0o700
+    assert env["HOME"].startswith(scratch) and env["TMPDIR"] == scratch
+    os.rmdir(scratch)
+    monkeypatch.setattr(sandbox, "_plain", None)
     monkeypatch.setattr(sandbox, "_reachable", lambda path: False)
-    assert sandbox._unprivileged_if_possible(3, command, str(scratch), tmp_path) == command
+    with pytest.raises(sandbox.NoSandbox, match="cannot read it"):
+        sandbox._plain_command(3, 7, tmp_path, Limits(), [])
+    monkeypatch.setattr(sandbox, "_plain", None)
+    monkeypatch.setattr(sandbox, "_mount_namespace_works", lambda: True)
+    command, scratch, env = sandbox._plain_command(3, 7, tmp_path, Limits(), ["/some/course"])
+    assert command[:3] == ["unshare", "--mount", "--propagation"] and scratch is None
+    assert "setpriv" in command and f"--reuid={uid}" in command
+    assert "/some/course" in command[command.index("-c") + 1]  # hidden behind an empty tmpfs
