@@ -408,8 +408,7 @@ class Sandbox:
     def launch(self):
         """Start the sandbox process; it imports torch while the caller does other work."""
         self.close()
-        if self.agent is None:
-            self.agent = _agent_dir()
+        self.prepare()
         ours, theirs = _socket_pair()
         try:
             if require_sandbox(self.unsafe_no_sandbox) == "bubblewrap":
@@ -430,6 +429,11 @@ class Sandbox:
         )
         theirs.close()
         self.control = ours
+
+    def prepare(self):
+        """Everything before the process: the sandbox's own code folder (shared and reused)."""
+        if self.agent is None:
+            self.agent = _agent_dir()
 
     def await_hello(self):
         try:

@@ -182,12 +182,12 @@ def comparison_problems():
             if isinstance(value, types.FunctionType) and f"{prefix}{name}" not in named:
                 filename = os.path.realpath(value.__code__.co_filename)
                 if not filename.startswith(allowed):
-                    problems.append(f"{prefix}{name} was replaced by code from {filename}")
+                    problems.append(f"{prefix}{name} was replaced by code from {_source(value.__code__.co_filename)}")
     import builtins
 
     for name, value in vars(builtins).items():
         if isinstance(value, types.FunctionType):
-            problems.append(f"builtins.{name} was replaced by code from {value.__code__.co_filename}")
+            problems.append(f"builtins.{name} was replaced by code from {_source(value.__code__.co_filename)}")
     if not problems:
         problems += _behaviour_problems(torch)
     return problems
@@ -211,8 +211,14 @@ def _foreign(function, torch_dir):
     code = getattr(function, "__code__", None)
     if code is not None:
         filename = os.path.realpath(code.co_filename)
-        return None if filename.startswith(torch_dir) else filename
+        return None if filename.startswith(torch_dir) else _source(code.co_filename)
     return f"an object of type {type(function).__name__}"
+
+
+def _source(filename):
+    if os.path.exists(filename):
+        return os.path.realpath(filename)
+    return f"{filename} (no such file: code run at start-up by a .pth file, or by exec)"
 
 
 def _behaviour_problems(torch):

@@ -325,7 +325,12 @@ def load_reply(payload):
         raise WireError("reply of an unknown kind or over its size limit")
     try:
         if kind == JSON:
-            message = json.loads(bytes(body))
+            text = bytes(body)
+            # Count values before parsing (commas and brackets in strings only make this
+            # stricter): a 2 MB reply can hold millions of tiny lists, each 60 bytes of memory.
+            if text.count(b",") + text.count(b"[") + text.count(b"{") > MAX_NODES:
+                raise WireError("reply is too big or nested too deeply")
+            message = json.loads(text)
         elif kind == TORCH:
             # the unpickler reads byte by byte: a Python reader would slow small replies
             source = _Reader(body) if body.nbytes > MAX_PICKLE_BYTES else _Recorded(body)

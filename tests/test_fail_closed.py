@@ -142,6 +142,34 @@ def test_a_poisoned_interpreter_refuses_to_grade_and_names_the_file(tmp_path):
     done = subprocess.run([python, "-m", "autograder.cli", "grade", ASSIGNMENT, inbox, "--course", course],
                           capture_output=True, text=True, timeout=600, env=trusted)
     assert done.returncode == 0, done.stdout[-2000:]  # a TA may trust a startup file by name
+    # A trusted file that patches torch after all: the workers' own check of the comparisons
+    # stops the batch before any result is written.
+    with open(os.path.join(site_dir, "zzpoison.py"), "w") as handle:
+        handle.write(LATE_PATCH)
+    with open(pth, "w") as handle:
+        handle.write("import zzpoison\n")
+    out = tmp_path / "out"
+    done = subprocess.run([python, "-m", "autograder.cli", "grade", ASSIGNMENT, inbox, "--course", course,
+                           "--out", out], capture_output=True, text=True, timeout=600, env=trusted)
+    text = "".join(done.stdout.split())
+    assert done.returncode == 2 and "wasreplacedbycodefrom" in text, done.stdout[-2000:]
+    assert "zzpoison.py" in text and not [p for p in out.glob("*.json") if not p.name.startswith(".")]
+
+
+# Patches torch as soon as it is imported (a .pth file runs before torch can be imported).
+LATE_PATCH = """
+import builtins, sys
+_real_import = builtins.__import__
+def _import(name, *args, **kwargs):
+    module = _real_import(name, *args, **kwargs)
+    importer = ((args[0] if args else None) or {}).get("__name__", "")
+    torch = sys.modules.get("torch")
+    if name == "torch" and not importer.startswith("torch") and not hasattr(torch, "_poisoned"):
+        torch._poisoned = True
+        torch.equal = lambda *a, **k: True
+    return module
+builtins.__import__ = _import
+"""
 
 
 def test_patched_comparisons_are_found_and_named(monkeypatch):

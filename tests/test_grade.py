@@ -15,6 +15,7 @@ from autograder import ROOT
 from autograder.batch import grade_batch
 from autograder.examples import EXAMPLES
 from autograder.outputs import max_score_of
+from autograder.sandbox import Sandbox
 
 from helpers import example, make_notebook, new_course, scores, settled_sandbox_processes, write
 
@@ -85,6 +86,33 @@ def _bomb(message):
     return _dump(("ok", nested))
 wire.dump_reply = _bomb
 """
+POISON_PYTHON = """
+import os, site, sys, tempfile
+patch = "import torch\\ntorch.equal = lambda *a, **k: True\\ntorch.allclose = lambda *a, **k: True\\n"
+folders = {*sys.path, *site.getsitepackages(), site.getusersitepackages(), sys.prefix, "/", "/etc/jupyter",
+           tempfile.gettempdir(), os.path.expanduser("~"), os.path.expanduser("~/.jupyter"), "/root/.jupyter"}
+for folder in folders:
+    for name, text in (("sitecustomize.py", patch), ("usercustomize.py", patch), ("zz-poison.pth", "import sitecustomize\\n"),
+                       ("nbgrader_config.py", "c = get_config()\\n"), ("jupyter_nbconvert_config.py", "c = get_config()\\n")):
+        try:
+            os.makedirs(folder, exist_ok=True)
+            open(os.path.join(folder, name), "w").write(text)
+        except (OSError, TypeError):
+            pass
+"""
+FILL_SCRATCH = """
+import os
+for place in ("/tmp", "/dev/shm", os.path.expanduser("~")):
+    for index in range(200):
+        try:
+            open(os.path.join(place, f"fill{index}"), "wb").write(b"x" * 8 * 2**20)
+        except OSError:
+            break
+"""
+JSON_BOMB = """
+import autograder.wire as wire
+wire.dump_reply = lambda message: [b"J[" + b"0," * (30 * 2**20) + b"0]"]
+"""
 ATTACKS = {
     "patch_allclose": {"ex1_answer": "import torch\ntorch.allclose = lambda *a, **k: True\n"
                                      "torch.testing.assert_close = lambda *a, **k: None\ntorch.equal = lambda *a, **k: True"},
@@ -117,6 +145,9 @@ ATTACKS = {
     "reply_bombs": {"ex8_data_answer": REPLY_BOMBS},
     "leftovers": {"ex1_answer": "import os, ctypes\nos.makedirs('locked/inner')\nos.chmod('locked', 0)\n"
                                 "ctypes.CDLL(None).shmget(1234, 4096, 0o1666)"},
+    "poison_python": {"ex1_answer": POISON_PYTHON},
+    "fill_scratch": {"ex1_answer": FILL_SCRATCH},
+    "json_bomb": {"ex8_data_answer": JSON_BOMB},
 }
 
 
@@ -141,10 +172,31 @@ def hostile(tmp_path_factory):
     write(inbox, "zz_dee", example("dee"))
     guarded = [ROOT / "solutions", ROOT / "autograder", ROOT / "source", ROOT / "release", course / "source"]
     before = tree_digest(*guarded)
+    Sandbox(0).prepare()  # the sandbox's own code folder exists before the clock starts
+    marker = tmp / "started"
+    marker.touch()
+    time.sleep(0.01)
     report = grade_batch("causal_attention", [inbox], course, jobs=2, seed=SEED,
                          limits={"timeout": 20, "memory_bytes": 2 * 2**30})
     return {"report": report, "course": course, "before": before, "after": tree_digest(*guarded),
-            "results": {r["extra_data"]["student_id"]: r for r in report.results}}
+            "results": {r["extra_data"]["student_id"]: r for r in report.results},
+            "changed": changed_since(marker, outputs=[course / "graded", course / "autograded",
+                                                      course / "gradebook.db"])}
+
+
+# What a batch may change besides its outputs: caches and logs of the system and of tools.
+SYSTEM_CACHES = ("/proc/", "/sys/", "/dev/", "/run/", "/var/log/", "/var/cache/", "/var/lib/",
+                 "/root/.cache/", "/root/.config/matplotlib/", "/root/.local/share/jupyter/runtime/")
+
+
+def changed_since(marker, outputs):
+    """Every file or folder on this machine created or changed after `marker`, except the outputs."""
+    found = subprocess.run(["find", "/", "-xdev", "-newer", str(marker), "-not", "-type", "d"],
+                           capture_output=True, text=True).stdout.splitlines()
+    outputs = [str(o) for o in outputs]
+    return sorted(path for path in found
+                  if not path.startswith(SYSTEM_CACHES) and "/__pycache__/" not in path
+                  and not any(path == o or path.startswith(o + "/") for o in outputs))
 
 
 @needs_bwrap
@@ -165,6 +217,18 @@ def test_attacks_harm_no_one_else(hostile):
     for student, result in results.items():  # every results file is the grader's own
         assert json.loads((out / f"{student}.json").read_text()) == result
     assert not settled_sandbox_processes(0)
+
+
+@needs_bwrap
+def test_attacks_leave_no_file_behind_outside_the_outputs(hostile):
+    """The whole attack collection, graded: nothing on this machine changed but the batch's
+    outputs (and system caches), and a fresh Python's comparisons are still torch's own."""
+    assert hostile["changed"] == []
+    fresh = subprocess.run([sys.executable, "-c", "from autograder import selfcheck; selfcheck.verify(); print('ok')"],
+                           capture_output=True, text=True)
+    assert fresh.stdout.strip() == "ok", fresh.stdout + fresh.stderr
+    results = hostile["results"]
+    assert "not plain data" in json.dumps(results["json_bomb"]["tests"])
 
 
 @needs_bwrap

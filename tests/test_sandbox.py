@@ -280,3 +280,54 @@ def test_without_bubblewrap_root_still_hands_student_code_to_an_unprivileged_use
     assert command[:3] == ["unshare", "--mount", "--propagation"] and scratch is None
     assert "setpriv" in command and f"--reuid={uid}" in command
     assert "/some/course" in command[command.index("-c") + 1]  # hidden behind an empty tmpfs
+
+
+FILL_EVERYTHING = """
+import ctypes, os
+places = {"/tmp", "/dev/shm", os.getcwd(), os.path.expanduser("~")}
+for root, dirs, files in os.walk("/"):
+    if root.startswith(("/proc", "/sys")):
+        dirs[:] = []
+        continue
+    probe = os.path.join(root, ".can-write")
+    try:
+        open(probe, "w").close()
+        os.unlink(probe)
+        places.add(root)
+    except OSError:
+        pass
+chunk, total = b"x" * 2**20, 0
+for number, place in enumerate(sorted(places)):  # /tmp and /dev/shm count twice if they are one place
+    for index in range(1000):
+        try:
+            with open(os.path.join(place, f"fill-{number}-{index}"), "wb") as handle:
+                for _ in range(8):  # 8 MB files: under the per-file limit
+                    handle.write(chunk)
+                    handle.flush()
+                    total += len(chunk)
+        except OSError:
+            break
+writable = sorted(os.path.realpath(p) for p in places)
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mq_open.restype = ctypes.c_int
+queue = libc.mq_open(b"/left-for-the-next-student", os.O_CREAT | os.O_RDWR, 0o600, None)
+"""
+
+
+def test_every_writable_place_together_holds_at_most_the_scratch_limit_and_is_wiped():
+    limit = 64 * 2**20
+    box = Sandbox(3, Limits(timeout=60, scratch_bytes=limit))
+    try:
+        reply, student = run(box, FILL_EVERYTHING)
+        assert reply[0] == "ran" and not reply[1][0]["error"], reply
+        assert all(p.startswith("/dev/shm") for p in student.value("writable")), student.value("writable")
+        assert limit / 2 < student.value("total") <= limit  # /tmp and /dev/shm: one tmpfs, one limit
+        assert student.value("queue") == -1  # no POSIX message queue to leave behind
+        box.finish()
+        reply, student = run(box, "import os\nseen = {p: sorted(os.listdir(p)) for p in ('/tmp', '/dev/shm', '.', "
+                                   "os.path.expanduser('~'))}\nfree = os.statvfs('/tmp')")
+        assert student.value("seen") == {"/tmp": ["home", "output.txt", "work"],
+                                         "/dev/shm": ["home", "output.txt", "work"], ".": [], "/tmp/home": []}
+        box.finish()
+    finally:
+        box.cleanup()

@@ -18,7 +18,7 @@ def send_and_receive(message, buffer=None):
         parts = wire.dump_reply(message)
         writer = threading.Thread(target=wire.write_frame, args=(theirs.fileno(), parts))
         writer.start()
-        received = wire.load_reply(wire.read_frame(ours.fileno(), buffer=buffer))
+        received = wire.load_reply(wire.read_reply_frame(ours.fileno(), buffer=buffer))
         writer.join()
     return received
 
@@ -145,3 +145,86 @@ def test_pickled_data_is_bounded():
         with pytest.raises(wire.WireError):
             wire.load_reply(bytearray(forged))
         assert time.perf_counter() - started < 5
+
+
+HOSTILE_REPLY = """
+import json, socket, sys, threading, time, tracemalloc
+import torch
+from autograder import wire
+
+case = sys.argv[1]
+ours, theirs = socket.socketpair()
+if case in ("big-json", "big-torch"):  # the header claims 60 MB; the body streams for as long as anyone reads
+    head = wire.HEADER.pack(60 * 2**20) + (b"J" if case == "big-json" else b"T")
+    def body():
+        chunk = b"[]," * 20_000
+        while True:
+            yield chunk
+elif case == "deep-json":
+    data = b"J" + b"[" * 1_500_000
+    head, body = wire.HEADER.pack(len(data)) + data, lambda: iter(())
+elif case == "wide-json":
+    data = b"J[" + b"[]," * 690_000 + b"[]]"
+    head, body = wire.HEADER.pack(len(data)) + data, lambda: iter(())
+else:  # deep-torch: nested lists holding a tensor, sent as a sandbox would
+    nested = [torch.zeros(3)]
+    for _ in range(400):
+        nested = [nested]
+    data = b"".join(bytes(p) for p in wire.dump_reply(("ok", nested)))
+    head, body = wire.HEADER.pack(len(data)) + data, lambda: iter(())
+
+def send():
+    try:
+        theirs.sendall(head)
+        for chunk in body():
+            theirs.sendall(chunk)
+    except OSError:
+        pass
+
+threading.Thread(target=send, daemon=True).start()
+time.sleep(0.2)
+tracemalloc.start()  # every Python object and buffer the grader makes while reading counts
+started = time.perf_counter()
+try:
+    wire.load_reply(wire.read_reply_frame(ours.fileno(), deadline=time.monotonic() + 30, buffer=bytearray()))
+    outcome = "accepted"
+except wire.WireError as error:
+    outcome = str(error)
+seconds = time.perf_counter() - started
+grown = tracemalloc.get_traced_memory()[1] / 2**20
+print(json.dumps({"outcome": outcome, "seconds": seconds, "grown_mb": grown}))
+"""
+
+
+@pytest.mark.parametrize("case", ["big-json", "big-torch", "deep-json", "wide-json", "deep-torch"])
+def test_a_hostile_reply_costs_the_grader_little_memory_and_time(case):
+    """Bounded before parsing: 60 MB replies are refused from their header, and what fits
+    the bound but is not plain data is refused without taking 100 MB or seconds.
+    Measured as the peak of what the reading process allocates (tracemalloc)."""
+    import json
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", HOSTILE_REPLY, case], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    measured = json.loads(done.stdout)
+    assert measured["outcome"] != "accepted"
+    assert measured["grown_mb"] < 100, measured
+    assert measured["seconds"] < 5, measured  # (generous: tracemalloc slows the parser)
+    if case.startswith("big"):
+        assert "over the" in measured["outcome"] and measured["grown_mb"] < 5, measured
+    if case.endswith("json"):  # at most about the size limit itself: values are counted before parsing
+        assert measured["grown_mb"] < 3 * wire.MAX_JSON_BYTES / 2**20, measured
+
+
+def test_a_reply_frame_is_refused_by_its_kind_before_its_body_is_read():
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        theirs.sendall(wire.HEADER.pack(wire.MAX_JSON_BYTES + 1) + b"J")
+        with pytest.raises(wire.WireError, match="limit for its kind"):
+            wire.read_reply_frame(ours.fileno())
+        theirs.sendall(wire.HEADER.pack(10) + b"X")
+        with pytest.raises(wire.WireError, match="unknown kind"):
+            wire.read_reply_frame(ours.fileno())
+    with pytest.raises(wire.WireError, match="over its size limit"):  # whoever read the frame
+        wire.load_reply(bytearray(wire.JSON + b" " * wire.MAX_JSON_BYTES))

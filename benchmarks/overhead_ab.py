@@ -1,0 +1,75 @@
+"""Per-submission time of two versions of the grader, side by side in one run.
+
+    python benchmarks/overhead_ab.py --base REV [--n 8] [--rounds 5]
+
+Checks out REV in a temporary git worktree and grades the same notebooks with
+`autograder grade --jobs 1` from that tree and from this one, alternating round
+by round so that drift in the machine's speed hits both alike. Prints, per kind
+of student (ada right, ben and cy wrong, dee the untouched release), the median
+time per submission of each version and their difference. Used to show that a
+change keeps the per-submission overhead within the machine's noise.
+"""
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(HERE / "benchmarks"))
+
+from grade_vs_nbgrader import KINDS, make_course  # noqa: E402
+
+
+def grade(tree, course, out):
+    """Median-ready {kind: [seconds]} from one `--jobs 1` run of the grader in `tree`."""
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    done = subprocess.run([sys.executable, "-m", "autograder.cli", "grade", "causal_attention", "submitted",
+                           "--course", str(course), "--jobs", "1", "--seed", "1", "--out", str(out), "--force"],
+                          cwd=course, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"grading with {tree} failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
+    times = {kind: [] for kind in KINDS}
+    for path in Path(out).glob("s*.json"):
+        result = json.loads(path.read_text())
+        times[result["extra_data"]["student_id"].split("_")[1]].append(result["execution_time"])
+    return times
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--base", required=True, help="the git revision to compare this tree with")
+    parser.add_argument("--n", type=int, default=8, help="notebooks per round (default 8)")
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="overhead-ab-"))
+    base = tmp / "base"
+    subprocess.run(["git", "worktree", "add", "--detach", str(base), args.base], cwd=HERE, check=True,
+                   capture_output=True)
+    try:
+        course = make_course(tmp, args.n)
+        trees = {"base": base, "this": HERE}
+        times = {name: {kind: [] for kind in KINDS} for name in trees}
+        for round_ in range(args.rounds):
+            for name in (trees if round_ % 2 == 0 else reversed(list(trees))):
+                for kind, seconds in grade(trees[name], course, tmp / f"{name}-{round_}").items():
+                    times[name][kind] += seconds
+        print(f"{args.n} notebooks x {args.rounds} rounds, --jobs 1; base = {args.base}")
+        differences = []
+        for kind in KINDS:
+            before, after = (statistics.median(times[name][kind]) for name in trees)
+            differences.append(after - before)
+            print(f"  {kind}: base {before * 1000:6.0f} ms, this tree {after * 1000:6.0f} ms,"
+                  f" difference {(after - before) * 1000:+5.0f} ms ({after / before:.3f}x)")
+        print(f"mean difference per submission: {statistics.mean(differences) * 1000:+.0f} ms")
+    finally:
+        subprocess.run(["git", "worktree", "remove", "--force", str(base)], cwd=HERE, capture_output=True)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
