@@ -30,6 +30,10 @@ fi
 # torch first and pinned: the CPU wheel; anything unpinned would pull CUDA packages.
 python -m pip install --quiet --disable-pip-version-check "torch==2.13.0" numpy
 python -m pip install --quiet --disable-pip-version-check -e ".[test]"
+# Start-up .pth files that this machine runs in every Python process and that no package
+# installed (a platform's own hooks) are recorded now, as they are, so the grader's check
+# for a poisoned interpreter does not mistake them for student code's work.
+autograder trust-startup-files
 # bubblewrap is there; can it make namespaces on this machine? Say so now, not at grading time.
 python -c "from autograder.sandbox import isolation; mode, why = isolation(); print('sandbox:', why); raise SystemExit(mode != 'bwrap')" || {
     echo "setup.sh: bubblewrap is installed but cannot create namespaces here (see above); grading will refuse to run." >&2

@@ -183,6 +183,18 @@ def _add_unsafe_flag(parser):
                              " run as root) instead of refusing; every result says it was graded this way")
 
 
+def cmd_trust(args):
+    """Record this machine's own .pth start-up files (run on a fresh machine, as setup.sh does)."""
+    from .selfcheck import trust_present_pth_files, trusted_list
+
+    found = trust_present_pth_files()
+    for path in found:
+        console.print(f"trusted as it is now: {path}")
+    console.print(f"{len(found)} start-up file(s) recorded in {trusted_list()}" if found
+                  else "no untrusted .pth start-up files here")
+    return 0
+
+
 def _progress(enabled):
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -269,6 +281,9 @@ def main(argv=None):
                    help="let the bundle grade without bubblewrap where Gradescope's image cannot run it"
                         " (student code then runs as a separate user, not in a sandbox)")
     p.set_defaults(func=cmd_gradescope)
+    p = sub.add_parser("trust-startup-files",
+                       help="trust this machine's .pth start-up files as they are now (fresh machines only)")
+    p.set_defaults(func=cmd_trust)
     args = parser.parse_args(argv)
     from .sandbox import NoSandbox
     from .selfcheck import PoisonedInterpreter

@@ -7,8 +7,10 @@ checks two things before it grades:
 
 * startup files: no `sitecustomize`/`usercustomize` anywhere on the path, and
   no `.pth` file that runs code unless a package installed it (it is listed in
-  a `*.dist-info/RECORD`) or the TA trusts it by name in
-  `AUTOGRADER_TRUSTED_STARTUP_FILES` (paths separated by `:`);
+  a `*.dist-info/RECORD`) or it is trusted: by path in
+  `AUTOGRADER_TRUSTED_STARTUP_FILES` (separated by `:`), or by path and
+  content in the file `trusted_list()` names, which `setup.sh` fills (through
+  `autograder trust-startup-files`) with the `.pth` files a fresh machine has;
 * the comparisons themselves: the functions checks rely on are torch's own
   (builtins, or Python functions from torch's own files), and they still tell
   zeros from ones.
@@ -48,7 +50,8 @@ def verify(comparisons=True):
                 + "\n  ".join(problems)
                 + "\nRemove the file(s) named above (student code may have written them while running"
                   " without a sandbox), then grade again. A startup file that your platform put there on"
-                  f" purpose can be trusted by listing its path in {TRUSTED_ENV}.")
+                  f" purpose can be trusted by listing its path in {TRUSTED_ENV}, or, on a machine no"
+                  " student code has run on, with `autograder trust-startup-files`.")
         _verified.add(kind)
 
 
@@ -72,7 +75,56 @@ def _site_dirs():
 
 
 def _trusted():
-    return {os.path.realpath(p) for p in os.environ.get(TRUSTED_ENV, "").split(os.pathsep) if p}
+    trusted = {os.path.realpath(p) for p in os.environ.get(TRUSTED_ENV, "").split(os.pathsep) if p}
+    try:
+        with open(trusted_list(), encoding="utf-8") as handle:
+            lines = handle.read().splitlines()
+    except OSError:
+        return trusted
+    for line in lines:
+        digest, _, path = line.partition(" ")
+        if path and _digest(path) == digest:  # trusted as it was: a changed file is suspect again
+            trusted.add(os.path.realpath(path))
+    return trusted
+
+
+def trusted_list():
+    """Where trusted startup files are recorded, with their SHA-256 (the grader's user's config)."""
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return os.path.join(base, "autograder", "trusted-startup-files")
+
+
+def _digest(path):
+    import hashlib
+
+    try:
+        with open(path, "rb") as handle:
+            return hashlib.sha256(handle.read()).hexdigest()
+    except OSError:
+        return None
+
+
+def trust_present_pth_files():
+    """Record the .pth files that run code and that no package installed, as they are now.
+
+    For a machine that has just been set up (setup.sh), before any student code
+    ran: a platform's own start-up hooks (a CA certificate injector, say) are
+    then not mistaken for poison. Never records sitecustomize/usercustomize.
+    Returns the paths recorded."""
+    found = [path for path in suspicious_startup_files(trusted=set()) if path.endswith(".pth")]
+    target = trusted_list()
+    try:
+        with open(target, encoding="utf-8") as handle:
+            kept = [line for line in handle.read().splitlines() if line.partition(" ")[2] not in found]
+    except OSError:
+        kept = []
+    lines = kept + [f"{_digest(path)} {path}" for path in found if _digest(path)]
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    partial = f"{target}.{os.getpid()}.partial"
+    with open(partial, "w", encoding="utf-8") as handle:
+        handle.write("".join(line + "\n" for line in lines))
+    os.replace(partial, target)
+    return found
 
 
 def startup_file_problems():

@@ -142,6 +142,16 @@ def test_a_poisoned_interpreter_refuses_to_grade_and_names_the_file(tmp_path):
     done = subprocess.run([python, "-m", "autograder.cli", "grade", ASSIGNMENT, inbox, "--course", course],
                           capture_output=True, text=True, timeout=600, env=trusted)
     assert done.returncode == 0, done.stdout[-2000:]  # a TA may trust a startup file by name
+    # ... or record it as it is (setup.sh does, on a fresh machine): changed later, it is suspect again.
+    config = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "config")}
+    recorded = subprocess.run([python, "-m", "autograder.cli", "trust-startup-files"], capture_output=True,
+                              text=True, env=config)
+    assert "zz-poison.pth" in "".join(recorded.stdout.split())
+    check = [python, "-c", "from autograder import selfcheck; print(selfcheck.startup_file_problems())"]
+    assert "zz-poison" not in subprocess.run(check, capture_output=True, text=True, env=config).stdout
+    with open(pth, "a") as handle:
+        handle.write("import os\n")
+    assert "zz-poison" in subprocess.run(check, capture_output=True, text=True, env=config).stdout
     # A trusted file that patches torch after all: the workers' own check of the comparisons
     # stops the batch before any result is written.
     with open(os.path.join(site_dir, "zzpoison.py"), "w") as handle:
