@@ -22,10 +22,11 @@ class BatchReport:
         return [r for r in self.graded if r["extra_data"]["status"] != "graded"]
 
 
-def grade_batch(assignment, paths, course, out_dir=None, jobs=2, limits=None, force=False, seed=None,
+def grade_batch(assignment, paths, out_dir=None, jobs=2, limits=None, force=False, seed=None,
                 scheduler=None, on_result=None, unsafe_no_sandbox=False):
-    """Grade `paths` and write every output. Raises NoSandbox or PoisonedInterpreter,
-    before any submission runs or anything is written, when grading must not happen."""
+    """Grade `paths` (submissions of `assignment`, an `Assignment` of its course) and write
+    every output. Raises NoSandbox or PoisonedInterpreter, before any submission runs or
+    anything is written, when grading must not happen."""
     from .grading import BatchSpec
     from .sandbox import require_sandbox
     from .scheduler import LocalScheduler
@@ -34,13 +35,13 @@ def grade_batch(assignment, paths, course, out_dir=None, jobs=2, limits=None, fo
     isolation = require_sandbox(unsafe_no_sandbox)
     verify(comparisons=False)  # the workers check the comparisons once they have torch
     started = time.perf_counter()
-    course = Path(course).resolve()
-    out_dir = Path(out_dir or course / "graded" / assignment).resolve()
+    course = assignment.course
+    out_dir = Path(out_dir or course.graded(assignment.name)).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
-    submissions = discover(paths, assignment)
+    submissions = discover(paths, assignment.name)
     todo = [s for s in submissions if force or not _is_done(out_dir, s)]
-    spec = BatchSpec(assignment=assignment, course=str(course), seed=batch_seed(out_dir, seed, force),
-                     limits=dict(limits or {}), autograded_dir=str(course / "autograded"),
+    spec = BatchSpec(assignment=assignment.name, course=str(course.root), seed=batch_seed(out_dir, seed, force),
+                     limits={**assignment.limits, **(limits or {})}, autograded_dir=str(course.autograded),
                      isolation=isolation)
     report = BatchReport(skipped=len(submissions) - len(todo), out_dir=out_dir)
     scheduler = scheduler or LocalScheduler(jobs)
@@ -49,7 +50,7 @@ def grade_batch(assignment, paths, course, out_dir=None, jobs=2, limits=None, fo
     for result in scheduler.grade(spec, todo):
         if not report.graded:
             clock("until the first result")
-            gradebook = GradebookWriter(course, assignment)  # a thread: only once workers are forked
+            gradebook = GradebookWriter(course.root, assignment.name)  # a thread: only once workers are forked
         if result["extra_data"]["status"] != "error":  # a grader fault is retried next run
             write_result(out_dir, result)
             gradebook.add(result)
@@ -59,17 +60,17 @@ def grade_batch(assignment, paths, course, out_dir=None, jobs=2, limits=None, fo
         clock("grading the rest")
     clock("stopping the workers")
     report.results = all_results(out_dir)
-    source = read_source(course, assignment)
+    source = read_source(assignment)
     write_grades_csv(out_dir, report.results, list(grade_cells(source)))
     clock("grades.csv")
     if gradebook is None:
-        sync_gradebook(course, assignment, report.results)
+        sync_gradebook(course.root, assignment.name, report.results)
     else:
         gradebook.finish(report.results)
     clock("gradebook")
     report.seconds = time.perf_counter() - started
     record_wall_time(out_dir, report.seconds)
-    write_pages(assignment, out_dir, report.results, source,
+    write_pages(assignment.name, out_dir, report.results, source,
                 [r for r in report.graded if r["extra_data"]["status"] != "error"])
     clock("feedback and report pages")
     return report
@@ -91,10 +92,10 @@ def write_pages(assignment, out_dir, results, source, new_results=None):
     return target
 
 
-def read_source(course, assignment):
+def read_source(assignment):
     import nbformat
 
-    return nbformat.read(Path(course) / "source" / assignment / f"{assignment}.ipynb", as_version=4)
+    return nbformat.read(assignment.source_notebook, as_version=4)
 
 
 class _Clock:

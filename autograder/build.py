@@ -1,4 +1,4 @@
-"""exercises/<a>.md + solutions/<a>.py -> source/<a>/<a>.ipynb (nbgrader source).
+"""exercises/<a>/notebook.md + solutions/<a>.py -> source/<a>/<a>.ipynb (nbgrader source).
 
 The exercise file is Markdown. Prose becomes markdown cells; fenced blocks whose
 info string names a role become cells (any other fence stays in the prose):
@@ -14,24 +14,16 @@ info string names a role become cells (any other fence stays in the prose):
 A line `<!-- split -->` splits prose into two markdown cells.
 """
 import shlex
-from pathlib import Path
 
 import nbformat
 from markdown_it import MarkdownIt
 
-from . import ROOT
-from .regions import read_regions, solutions_path
+from .course import write_atomically
+
+from .regions import read_regions
 
 ROLES = ("given", "answer", "check", "graded", "question")
 SPLIT = "<!-- split -->"
-
-
-def exercise_path(assignment):
-    return ROOT / "exercises" / f"{assignment}.md"
-
-
-def source_notebook_path(assignment, root=ROOT):
-    return Path(root) / "source" / assignment / f"{assignment}.ipynb"
 
 
 class ExerciseError(ValueError):
@@ -113,7 +105,7 @@ def build_cells(assignment, text, regions):
 
     def region(name, where):
         if name not in regions:
-            raise ExerciseError(f"{where}: no region {name!r} in {solutions_path(assignment).name}")
+            raise ExerciseError(f"{where}: no region {name!r} in {assignment.solutions.name}")
         return regions[name]
 
     for token in MarkdownIt().parse(text):
@@ -124,7 +116,7 @@ def build_cells(assignment, text, regions):
         if role is None:
             continue
         start, end = token.map
-        where = f"{exercise_path(assignment).name}:{start + 1}"
+        where = f"{assignment.notebook_text.relative_to(assignment.course.root)}:{start + 1}"
         flush_prose(start)
         cursor = end
         body = token.content.rstrip("\n")
@@ -145,7 +137,7 @@ def build_cells(assignment, text, regions):
             grade_id = unique(options["graded"], where)
             points = _points(options, where)
             cells.append(nbformat.v4.new_code_cell(
-                graded_cell_source(assignment, grade_id, points), id=grade_id,
+                graded_cell_source(assignment.name, grade_id, points), id=grade_id,
                 metadata=nbgrader_metadata(grade_id, grade=True, locked=True, points=points)))
         elif role == "question":
             if language != "markdown":
@@ -161,8 +153,8 @@ def build_cells(assignment, text, regions):
 
 def build_notebook(assignment):
     """The nbgrader source notebook for `assignment`, built in memory."""
-    text = exercise_path(assignment).read_text()
-    regions = read_regions(solutions_path(assignment))
+    text = assignment.notebook_text.read_text()
+    regions = read_regions(assignment.solutions)
     cells = build_cells(assignment, text, regions)
     unused = set(regions) - {c.id for c in cells} - _given_regions(text)
     if unused:
@@ -190,9 +182,9 @@ def notebook_text(nb):
     return nbformat.writes(nb) + "\n"
 
 
-def write_source(assignment, root=ROOT):
-    """Write the source notebook; return its path."""
-    path = source_notebook_path(assignment, root)
+def write_source(assignment):
+    """Write the source notebook into the assignment's course; return its path."""
+    path = assignment.source_notebook
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(notebook_text(build_notebook(assignment)))
+    write_atomically(path, notebook_text(build_notebook(assignment)))
     return path

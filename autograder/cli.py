@@ -1,4 +1,9 @@
-"""`autograder` command line: build, release, validate, grade, demo."""
+"""`autograder` command line: build, release, validate, grade, demo; init and new for instructors.
+
+Every command works on a course folder: --course DIR, else the nearest folder at
+or above the current one that holds exercises/, else the course bundled with
+this package.
+"""
 import argparse
 import os
 import sys
@@ -8,34 +13,51 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from . import ASSIGNMENTS, ROOT
+from .course import Course, CourseError
 
 console = Console(width=None if Console().is_terminal else 140)  # no cramped tables in logs
+
+
+def _course(args):
+    return Course.locate(args.course)
+
+
+def _assignment(args):
+    return _course(args).assignment(args.assignment)
+
+
+def _chosen(args):
+    """The assignments a command names, or all of the course's."""
+    course = _course(args)
+    chosen = [course.assignment(name) for name in args.assignments] if args.assignments else course.assignments()
+    if not chosen:
+        raise CourseError(f"the course {course.root} has no assignments yet: add one with `autograder new NAME`")
+    return chosen
 
 
 def cmd_build(args):
     from .build import write_source
 
-    for assignment in args.assignments or ASSIGNMENTS:
-        console.print(f"wrote {write_source(assignment).relative_to(ROOT)}")
+    for assignment in _chosen(args):
+        console.print(f"wrote {write_source(assignment)}")
 
 
 def cmd_release(args):
     from .build import write_source
     from .nbgrader_steps import generate_assignment
 
-    for assignment in args.assignments or ASSIGNMENTS:
+    for assignment in _chosen(args):
         write_source(assignment)
-        path = generate_assignment(assignment)
-        console.print(f"released {path.relative_to(ROOT)}")
+        console.print(f"released {generate_assignment(assignment)}")
 
 
 def cmd_validate(args):
     from .validate import validate
 
+    assignment = _assignment(args)
     console.print(f"Grading the solutions, the release and the corpus of {args.assignment} ...")
     may_run_student_code(args.unsafe_no_sandbox)
-    report = validate(args.assignment, seed=args.seed, jobs=args.jobs, out_dir=args.out,
+    report = validate(assignment, seed=args.seed, jobs=args.jobs, out_dir=args.out,
                       unsafe_no_sandbox=args.unsafe_no_sandbox)
     table = Table(title=f"Hidden checks of {args.assignment} (seed {args.seed})")
     for column in ("grade cell", "checks", "pass on solutions", "fail on stubs", "mistakes caught",
@@ -70,24 +92,22 @@ def cmd_demo(args):
     from .examples import write_examples
     from .nbgrader_steps import generate_assignment
 
-    course = Path(args.course).resolve()
+    course = _course(args)
     started = time.perf_counter()
     may_run_student_code(args.unsafe_no_sandbox)  # before anything is built or written
-    for assignment in ASSIGNMENTS:
-        if course == ROOT:
-            write_source(assignment)
-            console.print(f"Releasing {assignment} with nbgrader generate_assignment ...")
-            release = generate_assignment(assignment, course)
-        else:
-            release = ROOT / "release" / assignment / f"{assignment}.ipynb"
-        students = write_examples(assignment, release, course / "submitted")
-        console.print(f"Grading {len(students)} example submissions of {assignment} in sandboxes ...")
-        report = grade_batch(assignment, [course / "submitted"], course, force=True,
+    console.print(f"Course: {course.root}")
+    for assignment in course.assignments():
+        write_source(assignment)
+        console.print(f"Releasing {assignment.name} with nbgrader generate_assignment ...")
+        generate_assignment(assignment)
+        students = write_examples(assignment, course.submitted)
+        console.print(f"Grading {len(students)} example submissions of {assignment.name} in sandboxes ...")
+        report = grade_batch(assignment, [course.submitted], force=True,
                              jobs=os.cpu_count() or 1, unsafe_no_sandbox=args.unsafe_no_sandbox)
-        print_results(report.results, assignment)
+        print_results(report.results, assignment.name)
         console.print(f"Class report: {report.out_dir / 'report.html'}; feedback pages: {report.out_dir / 'feedback'}")
-    console.print(f"Done in {time.perf_counter() - started:.1f} s. Results: {course / 'graded'};"
-                  f" gradebook: {course / 'gradebook.db'} (try `nbgrader export`).")
+    console.print(f"Done in {time.perf_counter() - started:.1f} s. Results: {course.root / 'graded'};"
+                  f" gradebook: {course.gradebook} (try `nbgrader export`).")
     return 0
 
 
@@ -95,8 +115,9 @@ def cmd_grade(args):
     """Grade submissions in sandboxes; results, grades.csv and the gradebook."""
     from .batch import grade_batch
 
+    assignment = _assignment(args)
     may_run_student_code(args.unsafe_no_sandbox)
-    limits = {"timeout": args.timeout}
+    limits = {"timeout": args.timeout} if args.timeout else {}
     if args.memory_mb:
         limits["memory_bytes"] = args.memory_mb * 2**20
     progress = _progress(console.is_terminal)
@@ -110,7 +131,7 @@ def cmd_grade(args):
         progress.update(task, advance=1, description=result["extra_data"]["student_id"])
 
     try:
-        report = grade_batch(args.assignment, args.paths, args.course, out_dir=args.out,
+        report = grade_batch(assignment, args.paths, out_dir=args.out,
                              jobs=args.jobs or os.cpu_count() or 1, limits=limits, force=args.force,
                              seed=args.seed, on_result=advance, unsafe_no_sandbox=args.unsafe_no_sandbox)
     finally:
@@ -139,14 +160,14 @@ def cmd_feedback(args):
     from .batch import read_source, write_pages
     from .outputs import all_results
 
-    course = Path(args.course).resolve()
-    out_dir = Path(args.out or course / "graded" / args.assignment)
+    assignment = _assignment(args)
+    out_dir = Path(args.out or assignment.course.graded(assignment.name))
     results = all_results(out_dir)
     if not results:
         console.print(f"[red]No results in {out_dir}[/red]: grade first with `autograder grade {args.assignment} PATH`.")
         return 1
     only_report = args.command == "report"
-    report = write_pages(args.assignment, out_dir, results, read_source(course, args.assignment),
+    report = write_pages(args.assignment, out_dir, results, read_source(assignment),
                          new_results=[] if only_report else None)
     if not only_report:
         console.print(f"wrote {len(results)} feedback pages to {out_dir / 'feedback'}")
@@ -158,7 +179,8 @@ def cmd_gradescope(args):
     """Write the Gradescope autograder zip for an assignment."""
     from .gradescope import build_bundle
 
-    target = build_bundle(args.assignment, args.out or ROOT / "dist" / f"{args.assignment}-gradescope.zip",
+    assignment = _assignment(args)
+    target = build_bundle(assignment, args.out or assignment.course.root / "dist" / f"{args.assignment}-gradescope.zip",
                           unsafe_no_sandbox=args.unsafe_no_sandbox)
     console.print(f"wrote {target}: upload it as the assignment's autograder on Gradescope"
                   " (Configure Autograder, zip file upload). Students submit their notebook.")
@@ -181,6 +203,26 @@ def _add_unsafe_flag(parser):
     parser.add_argument("--unsafe-no-sandbox", action="store_true",
                         help="without bubblewrap, run student code as a plain process (as another user when"
                              " run as root) instead of refusing; every result says it was graded this way")
+
+
+def cmd_init(args):
+    """An empty course folder, ready for `autograder new`."""
+    from .scaffold import init_course
+
+    course = init_course(args.folder)
+    console.print(f"created the course {course.root}; add an assignment with"
+                  f" `autograder new NAME --course {course.root}` (or from inside the folder)")
+    return 0
+
+
+def cmd_new(args):
+    """A working assignment: one exercise, its solution, a check, a corpus mistake, two examples."""
+    from .scaffold import new_assignment
+
+    assignment = new_assignment(_course(args), args.name, args.title)
+    console.print(f"created {assignment.folder} and {assignment.solutions}. Next: `autograder release"
+                  f" {assignment.name}`, then `autograder validate {assignment.name}`.")
+    return 0
 
 
 def cmd_trust(args):
@@ -242,54 +284,65 @@ def main(argv=None):
     p.add_argument("assignments", nargs="*")
     p.set_defaults(func=cmd_release)
     p = sub.add_parser("validate", help="grade solutions, stubs and the mistakes corpus; report what the checks catch")
-    p.add_argument("assignment", choices=ASSIGNMENTS)
+    p.add_argument("assignment")
     p.add_argument("--seed", type=int, default=0, help="input seed (default 0)")
     p.add_argument("--jobs", type=int, default=0, help="parallel workers (default: number of cores)")
     p.add_argument("--out", help="keep the result files in this folder")
     _add_unsafe_flag(p)
     p.set_defaults(func=cmd_validate)
     p = sub.add_parser("demo", help="release, grade the example submissions in sandboxes, print grades")
-    p.add_argument("--course", default=str(ROOT), help="course directory (default: this repository)")
     _add_unsafe_flag(p)
     p.set_defaults(func=cmd_demo)
     p = sub.add_parser("grade", help="grade submitted notebooks in sandboxes (trusted, parallel)")
-    p.add_argument("assignment", choices=ASSIGNMENTS)
+    p.add_argument("assignment")
     p.add_argument("paths", nargs="+", metavar="PATH",
                    help="notebooks, a folder of <student>.ipynb, or nbgrader's submitted/ folder")
     p.add_argument("--out", help="results folder (default: COURSE/graded/ASSIGNMENT)")
     p.add_argument("--jobs", type=int, default=0, help="parallel workers (default: number of cores)")
-    p.add_argument("--timeout", type=float, default=120.0, help="seconds per submission (default 120)")
+    p.add_argument("--timeout", type=float, default=0,
+                   help="seconds per submission (default: the assignment's, else 120)")
     p.add_argument("--memory-mb", type=int, default=0,
                    help="memory per submission on top of the warm interpreter (default 4096)")
     p.add_argument("--force", action="store_true", help="grade again what is already graded")
     p.add_argument("--seed", type=int, help="input seed (default: random, kept for the batch)")
-    p.add_argument("--course", default=str(ROOT), help="course directory (default: this repository)")
     p.add_argument("--verbose", action="store_true", help="also print where the time went")
     _add_unsafe_flag(p)
     p.set_defaults(func=cmd_grade)
     for name, text in (("feedback", "write each student's feedback page and the class report from graded results"),
                        ("report", "write only the class report (report.html) from graded results")):
         p = sub.add_parser(name, help=text)
-        p.add_argument("assignment", choices=ASSIGNMENTS)
+        p.add_argument("assignment")
         p.add_argument("--out", help="results folder (default: COURSE/graded/ASSIGNMENT)")
-        p.add_argument("--course", default=str(ROOT), help="course directory (default: this repository)")
         p.set_defaults(func=cmd_feedback)
     p = sub.add_parser("gradescope", help="write a Gradescope autograder zip (setup.sh, run_autograder)")
-    p.add_argument("assignment", choices=ASSIGNMENTS)
+    p.add_argument("assignment")
     p.add_argument("--out", help="zip file to write (default: dist/ASSIGNMENT-gradescope.zip)")
     p.add_argument("--unsafe-no-sandbox", action="store_true",
                    help="let the bundle grade without bubblewrap where Gradescope's image cannot run it"
                         " (student code then runs as a separate user, not in a sandbox)")
     p.set_defaults(func=cmd_gradescope)
+    p = sub.add_parser("init", help="create an empty course folder (nbgrader config, exercises/, solutions/)")
+    p.add_argument("folder")
+    p.set_defaults(func=cmd_init)
+    p = sub.add_parser("new", help="add a working assignment to the course: edit it from there")
+    p.add_argument("name", help="lower-case letters, digits and _ (it names a Python package)")
+    p.add_argument("--title", help="the assignment's title (default: from its name)")
+    p.set_defaults(func=cmd_new)
     p = sub.add_parser("trust-startup-files",
                        help="trust this machine's .pth start-up files as they are now (fresh machines only)")
     p.set_defaults(func=cmd_trust)
+    for command in sub.choices.values():
+        command.add_argument("--course", help="the course folder (default: the nearest folder at or above this"
+                                              " one with exercises/, else the course bundled with this package)")
     args = parser.parse_args(argv)
     from .sandbox import NoSandbox
     from .selfcheck import PoisonedInterpreter
 
     try:
         return args.func(args) or 0
+    except CourseError as error:
+        console.print(f"[red]autograder {args.command}: {error}[/red]", highlight=False)
+        return 2
     except (NoSandbox, PoisonedInterpreter) as refusal:  # nothing ran; say why, in words
         console.print(f"[bold red]autograder {args.command}: {refusal}[/bold red]", highlight=False)
         return 2

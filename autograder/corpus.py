@@ -1,6 +1,6 @@
 """The grading-accuracy corpus: realistic mistakes and correct answers in other styles.
 
-`tests/corpus/<assignment>.toml` lists submissions. Each one starts from the
+`exercises/<assignment>/corpus.toml` lists submissions. Each one starts from the
 reference solutions and changes one exercise, either by text edits on the
 solution (`[[entry.edit]]` with `cell`, `old`, `new`) or by replacing whole
 answer cells (`[entry.code]`, answer cell = new source). Every entry says what
@@ -21,10 +21,8 @@ from dataclasses import dataclass, field
 
 import nbformat
 
-from . import ROOT
 from .examples import filled_notebook
 
-CORPUS_DIR = ROOT / "tests" / "corpus"
 SOLUTIONS, STUBS = "reference-solutions", "untouched-release"
 OUTCOMES = ("mistake", "alternative")
 FIELDS = {"name", "exercise", "outcome", "about", "diagnostic", "also", "edit", "code"}
@@ -46,13 +44,9 @@ class Entry:
     code: dict = field(default_factory=dict)  # answer cell -> new source
 
 
-def corpus_path(assignment):
-    return CORPUS_DIR / f"{assignment}.toml"
-
-
 def load(assignment, cells):
     """The entries of the assignment's corpus; `cells` are its graded cell ids."""
-    path = corpus_path(assignment)
+    path = assignment.corpus
     if not path.exists():
         return []
     try:
@@ -120,9 +114,9 @@ def notebook(entry, release_nb, assignment):
     return nb
 
 
-def write_submissions(assignment, entries, release_file, folder):
+def write_submissions(assignment, entries, folder):
     """<folder>/<name>.ipynb for every entry, the solutions and the untouched release."""
-    release_nb = nbformat.read(release_file, as_version=4)
+    release_nb = nbformat.read(assignment.release_notebook, as_version=4)
     folder.mkdir(parents=True, exist_ok=True)
     nbformat.write(filled_notebook(release_nb, assignment, {}), folder / f"{SOLUTIONS}.ipynb")
     nbformat.write(release_nb, folder / f"{STUBS}.ipynb")

@@ -1,9 +1,10 @@
 """Gradescope: build an autograder bundle, and grade one submission inside it.
 
 `autograder gradescope ASSIGNMENT` writes a zip with Gradescope's two entry
-points, `setup.sh` and `run_autograder`, next to this package, the solutions
-and the assignment's source and release notebooks. On Gradescope the zip is
-unpacked to /autograder/source; `run_autograder` calls
+points, `setup.sh` and `run_autograder`, next to this package and a course
+holding just that assignment (its exercise folder, solutions, source and
+release). On Gradescope the zip is unpacked to /autograder/source, which is
+then the course; `run_autograder` calls
 `python -m autograder.gradescope ASSIGNMENT`, which grades the notebook in
 /autograder/submission with the same sandboxed grader as `autograder grade`
 and writes /autograder/results/results.json.
@@ -18,10 +19,10 @@ import zipfile
 from functools import lru_cache
 from pathlib import Path
 
-from . import ASSIGNMENTS, ROOT
+from .course import PACKAGE_CHECKOUT, Course, CourseError, copy_assignment
 
 SCHEMA = Path(__file__).with_name("gradescope_results.schema.json")
-BUNDLED = ("autograder", "solutions", "nbgrader_config.py", "pyproject.toml")
+PACKAGE = ("autograder", "pyproject.toml")  # this package, installed from the bundle by setup.sh
 
 SETUP_SH = """#!/usr/bin/env bash
 # Gradescope runs this once, as root, when it builds the autograder image.
@@ -54,14 +55,16 @@ def build_bundle(assignment, target, unsafe_no_sandbox=False):
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(f".{target.name}.partial")
-    with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as bundle:
+    with tempfile.TemporaryDirectory(prefix="gradescope-bundle-") as scratch, \
+            zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as bundle:
         _add_text(bundle, "setup.sh", SETUP_SH)
         _add_text(bundle, "run_autograder", RUN_AUTOGRADER.format(
-            assignment=assignment, flags=" --unsafe-no-sandbox" if unsafe_no_sandbox else ""))
-        for name in BUNDLED:
-            _add_path(bundle, ROOT / name, name)
-        for folder in ("source", "release"):
-            _add_path(bundle, ROOT / folder / assignment, f"{folder}/{assignment}")
+            assignment=assignment.name, flags=" --unsafe-no-sandbox" if unsafe_no_sandbox else ""))
+        for name in PACKAGE:
+            _add_path(bundle, PACKAGE_CHECKOUT / name, name)
+        course = copy_assignment(assignment, Path(scratch) / "course", grading_only=True).course.root
+        for path in sorted(course.iterdir()):
+            _add_path(bundle, path, path.name)
     partial.replace(target)  # an interrupted build never leaves a broken zip behind
     return target
 
@@ -115,17 +118,17 @@ def no_notebook_result(assignment, found):
             "tests": [], "extra_data": {"assignment": assignment, "status": "invalid", "notes": [message]}}
 
 
-def grade_submission(assignment, root, unsafe_no_sandbox=False):
+def grade_submission(name, root, unsafe_no_sandbox=False):
     """Grade root/submission into root/results/results.json; return the results dict.
 
     Raises NoSandbox (nothing written) when there is no working sandbox and no opt-out."""
     from .batch import grade_batch, read_source
     from .feedback import layout_of
-    from .nbgrader_steps import throwaway_course
     from .sandbox import require_sandbox, unsafe_warning
 
     require_sandbox(unsafe_no_sandbox)
     root = Path(root)
+    assignment = Course(root / "source").assignment(name)  # the bundle is the course
     submission = root / "submission"
     results_file = root / "results" / "results.json"
     results_file.parent.mkdir(parents=True, exist_ok=True)
@@ -133,23 +136,23 @@ def grade_submission(assignment, root, unsafe_no_sandbox=False):
         for private in (root / "source", results_file.parent):
             os.chmod(private, 0o700)
     print(unsafe_warning() or "Grading in a bubblewrap sandbox.")
-    notebook, others = choose_notebook(submission, assignment)
+    notebook, others = choose_notebook(submission, assignment.name)
     if notebook is None:
         found = [p.name for p in submission.rglob("*") if p.is_file()] if submission.exists() else []
-        results = no_notebook_result(assignment, found)
+        results = no_notebook_result(assignment.name, found)
     else:
         with tempfile.TemporaryDirectory(prefix="gradescope-") as scratch:
-            course = throwaway_course(scratch, assignment)
+            copy = copy_assignment(assignment, Path(scratch) / "course")
             inbox = Path(scratch) / "inbox"
             inbox.mkdir()
             shutil.copy(notebook, inbox / "submission.ipynb")
-            report = grade_batch(assignment, [inbox / "submission.ipynb"], course,
+            report = grade_batch(copy, [inbox / "submission.ipynb"],
                                  unsafe_no_sandbox=unsafe_no_sandbox,
                                  out_dir=Path(scratch) / "graded", jobs=1, force=True)
             if not report.results:
                 raise RuntimeError("the grader failed: " + "; ".join(
                     note for result in report.graded for note in result["extra_data"]["notes"]))
-            results = with_titles(report.results[0], layout_of(read_source(course, assignment)))
+            results = with_titles(report.results[0], layout_of(read_source(copy)))
         if others:
             note = f"Graded {notebook.name}; also found {', '.join(p.name for p in others)}, not graded."
             results["extra_data"]["notes"].append(note)
@@ -176,7 +179,7 @@ def with_titles(result, layout):
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m autograder.gradescope",
                                      description="Grade a Gradescope submission (run by run_autograder).")
-    parser.add_argument("assignment", choices=ASSIGNMENTS)
+    parser.add_argument("assignment")
     parser.add_argument("--root", default="/autograder", help="Gradescope's /autograder folder")
     parser.add_argument("--unsafe-no-sandbox", action="store_true",
                         help="grade without bubblewrap (as a separate user) instead of refusing")
@@ -186,7 +189,7 @@ def main(argv=None):
 
     try:
         results = grade_submission(args.assignment, args.root, args.unsafe_no_sandbox)
-    except (NoSandbox, PoisonedInterpreter) as refusal:
+    except (NoSandbox, PoisonedInterpreter, CourseError) as refusal:
         print(f"The autograder refused to run: {refusal}", file=sys.stderr)
         return 2
     print(f"{args.assignment}: {results['score']:g} points; results in {Path(args.root) / 'results' / 'results.json'}")

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import nbformat
 
+from .course import Course
 from .sandbox import NoSandbox
 from .selfcheck import PoisonedInterpreter
 from .submissions import InvalidNotebook, grade_cells, read_notebook, sanitize, sha256
@@ -23,8 +24,8 @@ FAILED_CELLS_SHOWN = 5
 class BatchSpec:
     """Everything a worker needs to grade submissions of one assignment."""
 
-    assignment: str
-    course: str
+    assignment: str  # its name
+    course: str  # the course folder that holds it
     seed: int
     limits: dict = field(default_factory=dict)
     autograded_dir: str = ""  # where to write nbgrader's autograded/ notebooks ("" = don't)
@@ -66,7 +67,7 @@ def _setup(spec, slot, pin):
     sandbox.launch()  # first: it starts (about 3 s) while this process gets ready below
     _prepare(spec)
     verify()  # this process compares answers: its comparisons must be torch's own
-    _state["checks"] = CheckSession(spec.assignment)
+    _state["checks"] = CheckSession(_state["assignment"])
     sandbox.await_hello()
     # This process lives for the whole batch: keep the garbage collector from
     # walking torch's and pytest's objects again and again.
@@ -96,9 +97,9 @@ def _prepare(spec):
 
     torch.set_num_threads(1)
     keep_freed_memory()  # replies of many megabytes arrive all the time
-    course = Path(spec.course)
-    _state["source"] = nbformat.read(course / "source" / spec.assignment / f"{spec.assignment}.ipynb", as_version=4)
-    _state["release"] = nbformat.read(course / "release" / spec.assignment / f"{spec.assignment}.ipynb", as_version=4)
+    assignment = _state["assignment"] = Course(Path(spec.course)).assignment(spec.assignment)
+    _state["source"] = nbformat.read(assignment.source_notebook, as_version=4)
+    _state["release"] = nbformat.read(assignment.release_notebook, as_version=4)
 
 
 def worker_teardown():

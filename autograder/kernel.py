@@ -10,6 +10,7 @@ import io
 import os
 import warnings
 
+from .course import Course
 from .runner import feedback_lines, run_checks
 from .student import NamespaceStudent
 
@@ -26,7 +27,9 @@ def grade_here(assignment, grade_id, namespace, points):
     with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()):
         warnings.simplefilter("ignore")
         try:
-            result = run_checks(assignment, NamespaceStudent(namespace), [grade_id],
+            # nbgrader runs the notebook inside the course folder: its checks are found from there
+            found = Course.locate().assignment(assignment)
+            result = run_checks(found, NamespaceStudent(namespace), [grade_id],
                                 seed=int(seed) if seed else None)[grade_id]
         except Exception as error:
             print(f"The hidden checks for {grade_id} could not run ({type(error).__name__});"

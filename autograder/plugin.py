@@ -70,7 +70,7 @@ class GradingPlugin:
 
     @pytest.fixture
     def reference(self):
-        return reference_module.load(self.assignment)
+        return reference_module.load(self.assignment.solutions)
 
     @pytest.fixture
     def seed(self, request):

@@ -1,24 +1,29 @@
 """The reference solutions as a namespace, for the trusted side of every check."""
 import functools
 import types
+from pathlib import Path
 
-from .regions import is_script, read_regions, solutions_path, strip_solution_markers
+from .regions import is_script, read_regions, strip_solution_markers
+
+
+def load(solutions):
+    """The solution definitions of a solutions file (not its script regions), in a fresh module."""
+    return _load(str(Path(solutions).resolve()))
 
 
 @functools.lru_cache(maxsize=None)
-def load(assignment):
-    """The solution definitions (not the script regions), in a fresh module."""
-    return _execute(assignment, include_scripts=False)
+def _load(path):
+    return _execute(path, include_scripts=False)
 
 
-def solved_namespace(assignment):
+def solved_namespace(solutions):
     """What a student who solved everything has after running the notebook."""
-    return dict(vars(_execute(assignment, include_scripts=True)))
+    return dict(vars(_execute(solutions, include_scripts=True)))
 
 
-def _execute(assignment, include_scripts):
-    path = solutions_path(assignment)
-    module = types.ModuleType(f"reference_{assignment}")
+def _execute(path, include_scripts):
+    path = Path(path)
+    module = types.ModuleType(f"reference_{path.stem}")
     module.__file__ = str(path)
     for name, source in read_regions(path).items():
         if include_scripts or not is_script(name):

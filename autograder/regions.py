@@ -2,15 +2,9 @@
 import re
 from pathlib import Path
 
-from . import ROOT
-
 REGION_LINE = re.compile(r"^# %% (?P<name>[A-Za-z0-9_]+)\s*$")
 SOLUTION_BEGIN = "### BEGIN SOLUTION"
 SOLUTION_END = "### END SOLUTION"
-
-
-def solutions_path(assignment):
-    return ROOT / "solutions" / f"{assignment}.py"
 
 
 def read_regions(path):

@@ -1,9 +1,15 @@
-"""Run the hidden checks of grade cells against one submission."""
+"""Run the hidden checks of grade cells against one submission.
+
+The checks are the assignment's `checks/` package in the course's exercises
+folder (`exercises/<assignment>/checks/test_<cell>.py`), collected by pytest as
+`<assignment>.checks.test_<cell>`.
+"""
 import contextlib
 import io
 import os
 import queue
 import secrets
+import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,19 +18,11 @@ import pytest
 
 from .plugin import GradingPlugin
 
-CHECKS = Path(__file__).resolve().parent / "checks"
+CHECKS_INI = Path(__file__).resolve().parent / "checks_pytest.ini"
 
 
 class ChecksBroken(RuntimeError):
     """The hidden checks themselves failed to load (an instructor's problem)."""
-
-
-def checks_dir(assignment):
-    return CHECKS / assignment
-
-
-def grade_ids(assignment):
-    return sorted(p.stem.removeprefix("test_") for p in checks_dir(assignment).glob("test_*.py"))
 
 
 @dataclass
@@ -42,15 +40,31 @@ class CellResult:
 
 
 def _check_files(assignment, cells):
-    files = [checks_dir(assignment) / f"test_{cell}.py" for cell in cells]
+    files = [assignment.checks / f"test_{cell}.py" for cell in cells]
     missing = [str(f) for f in files if not f.exists()]
     if missing:
         raise ChecksBroken(f"no hidden checks for {missing}")
+    _this_course_first(assignment)
     return files
 
 
-def _pytest_args(files):
-    return [*map(str, files), "-c", str(CHECKS / "pytest.ini"), "--rootdir", str(CHECKS),
+def _this_course_first(assignment):
+    """Import `<assignment>.checks` from this course, not from another course with an
+    assignment of the same name that this process graded before (pytest would refuse
+    the second as an import file mismatch)."""
+    exercises = str(assignment.folder.parent)
+    stale = [name for name, module in list(sys.modules.items())
+             if (name == assignment.name or name.startswith(assignment.name + "."))
+             and not str(getattr(module, "__file__", "") or "").startswith(exercises + os.sep)]
+    for name in stale:
+        del sys.modules[name]
+    if exercises in sys.path:
+        sys.path.remove(exercises)
+    sys.path.insert(0, exercises)
+
+
+def _pytest_args(assignment, files):
+    return [*map(str, files), "-c", str(CHECKS_INI), "--rootdir", str(assignment.folder.parent),
             "-p", "no:cacheprovider", "-p", "no:faulthandler", "-p", "no:stepwise",
             "-p", "no:unraisableexception", "-p", "no:threadexception",
             "-p", "no:terminal", "--assert=plain", "--capture=sys", "-W", "ignore"]
@@ -65,12 +79,12 @@ def _by_cell(cells, checks):
 
 def run_checks(assignment, student, cells=None, seed=None):
     """{grade_id: CellResult} for the given grade cells (default: all)."""
-    cells = list(cells) if cells is not None else grade_ids(assignment)
+    cells = list(cells) if cells is not None else assignment.grade_ids()
     seed = secrets.randbits(31) if seed is None else seed
     plugin = GradingPlugin(assignment, student, seed)
     log = io.StringIO()
     with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log), _no_plugin_autoload():
-        code = pytest.main(_pytest_args(_check_files(assignment, cells)), plugins=[plugin])
+        code = pytest.main(_pytest_args(assignment, _check_files(assignment, cells)), plugins=[plugin])
     if code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
         details = "\n".join([*plugin.collect_errors, log.getvalue()])[-3000:]
         raise ChecksBroken(f"the hidden checks did not run (pytest exit {int(code)}):\n{details}")
@@ -89,8 +103,8 @@ class CheckSession:
 
     def __init__(self, assignment, cells=None):
         self.assignment = assignment
-        self.cells = list(cells) if cells is not None else grade_ids(assignment)
-        self._args = _pytest_args(_check_files(assignment, self.cells))
+        self.cells = list(cells) if cells is not None else assignment.grade_ids()
+        self._args = _pytest_args(assignment, _check_files(assignment, self.cells))
         self._thread = None
         self._start()
 

@@ -16,12 +16,12 @@ from pathlib import Path
 import nbformat
 
 from .corpus import SOLUTIONS, STUBS, check_outcomes, judge, load, write_submissions
-from .nbgrader_steps import release_path, throwaway_course
+from .course import copy_assignment
 
 
-def release_namespace(assignment, course=None):
+def release_namespace(assignment):
     """Run the release notebook's code cells in order, past errors: an untouched submission."""
-    nb = nbformat.read(release_path(assignment, *(c for c in [course] if c)), as_version=4)
+    nb = nbformat.read(assignment.release_notebook, as_version=4)
     namespace = {"__name__": "__main__"}
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         for cell in nb.cells:
@@ -76,20 +76,20 @@ def grade_corpus(assignment, folder, seed, jobs, out_dir, only=None, unsafe_no_s
     from .submissions import grade_cells
 
     with tempfile.TemporaryDirectory(prefix="autograder-validate-") as scratch:
-        course = throwaway_course(scratch, assignment)
-        cells = list(grade_cells(read_source(course, assignment)))
+        copy = copy_assignment(assignment, Path(scratch) / "course", grading_only=True)
+        cells = list(grade_cells(read_source(copy)))
         entries = [e for e in load(assignment, cells) if only is None or e.name in only]
         unknown = set(only or ()) - {e.name for e in entries}
         if unknown:
             raise ValueError(f"no corpus entries named {sorted(unknown)}")
         folder = Path(folder)
-        write_submissions(assignment, entries, release_path(assignment), folder)  # same entries, same bytes
+        write_submissions(assignment, entries, folder)  # same entries, same bytes
         paths = [folder / f"{name}.ipynb" for name in (SOLUTIONS, STUBS, *(e.name for e in entries))]
-        report = grade_batch(assignment, paths, course, out_dir=out_dir,
+        report = grade_batch(copy, paths, out_dir=out_dir,
                              jobs=jobs or os.cpu_count() or 1, force=True, seed=seed,
                              unsafe_no_sandbox=unsafe_no_sandbox)
     results = {r["extra_data"]["student_id"]: r for r in report.results}
-    return summarize(assignment, seed, cells, entries, results, report.seconds)
+    return summarize(assignment.name, seed, cells, entries, results, report.seconds)
 
 
 def summarize(assignment, seed, cells, entries, results, seconds):

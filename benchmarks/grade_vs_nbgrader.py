@@ -103,6 +103,7 @@ class InProcess:
         import torch
         from IPython.core.interactiveshell import InteractiveShell
 
+        from autograder.course import Course
         from autograder.runner import CheckSession
         from autograder.submissions import read_notebook, sanitize
 
@@ -113,7 +114,7 @@ class InProcess:
                       for index, kind in enumerate(KINDS)}
         self.shell = InteractiveShell.instance()
         self.shell.showtraceback = lambda *args, **kwargs: None
-        self.checks = CheckSession("causal_attention")
+        self.checks = CheckSession(Course(course).assignment("causal_attention"))
         for kind in KINDS:
             self.warm(kind)
         gc.freeze()  # as the sandbox does before it forks: children don't copy what GC would touch

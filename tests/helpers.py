@@ -1,20 +1,29 @@
 """Build submissions for grading tests: the release, filled in, with edits and extra cells."""
-import shutil
 import subprocess
 
 import nbformat
 
-from autograder import ROOT
-from autograder.examples import EXAMPLES, filled_notebook
-from autograder.nbgrader_steps import release_path
+from autograder.course import PACKAGE_CHECKOUT, Course, copy_course
+from autograder.examples import examples, filled_notebook
 
 ASSIGNMENT = "causal_attention"
+COURSE = Course(PACKAGE_CHECKOUT)  # the course bundled with the package
+ROOT = COURSE.root
+
+
+def assignment_of(course=ROOT, name=ASSIGNMENT):
+    """The `Assignment` called `name` in the course folder `course`."""
+    return Course(course).assignment(name)
+
+
+EXAMPLES = examples(assignment_of())
 
 
 def make_notebook(edits=None, after=None, untouched=False, assignment=ASSIGNMENT):
-    """A submission: `edits` as in examples.EXAMPLES, plus `after` = {grade id: extra code cell}."""
-    release = nbformat.read(release_path(assignment), as_version=4)
-    nb = release if untouched else filled_notebook(release, assignment, edits or {})
+    """A submission: `edits` as in examples.toml, plus `after` = {grade id: extra code cell}."""
+    found = assignment_of(ROOT, assignment)
+    release = nbformat.read(found.release_notebook, as_version=4)
+    nb = release if untouched else filled_notebook(release, found, edits or {})
     for grade_id, code in (after or {}).items():
         index = next(i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
         nb.cells.insert(index + 1, nbformat.v4.new_code_cell(code))
@@ -49,12 +58,8 @@ def write(folder, student, nb):
 
 
 def new_course(tmp_path):
-    course = tmp_path / "course"
-    course.mkdir()
-    shutil.copy(ROOT / "nbgrader_config.py", course)
-    for folder in ("source", "release"):
-        shutil.copytree(ROOT / folder, course / folder)
-    return course
+    """tmp_path/course: a copy of the bundled course, nothing graded (its folder)."""
+    return copy_course(COURSE, tmp_path / "course").root
 
 
 def sandbox_processes():

@@ -5,10 +5,13 @@ import re
 import nbformat
 import pytest
 
-from autograder import ASSIGNMENTS, ROOT
-from autograder.build import ExerciseError, build_cells, notebook_text, build_notebook, source_notebook_path
-from autograder.nbgrader_steps import generate_assignment, release_path
-from autograder.regions import read_regions, solutions_path
+from autograder.build import ExerciseError, build_cells, notebook_text, build_notebook
+from autograder.nbgrader_steps import generate_assignment
+from autograder.regions import read_regions
+
+from helpers import COURSE, assignment_of
+
+ASSIGNMENTS = COURSE.names()
 
 ASSIGNMENT = "causal_attention"
 TOTAL_POINTS = {"causal_attention": 30, "self_attention": 18}
@@ -17,8 +20,8 @@ STALE = "is stale: run `autograder release` and commit the result"
 
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
 def test_source_notebook_is_not_stale(assignment):
-    committed = source_notebook_path(assignment).read_text()
-    assert committed == notebook_text(build_notebook(assignment)), f"source notebook {STALE}"
+    committed = COURSE.assignment(assignment).source_notebook.read_text()
+    assert committed == notebook_text(build_notebook(COURSE.assignment(assignment))), f"source notebook {STALE}"
 
 
 def comparable(nb):
@@ -27,27 +30,27 @@ def comparable(nb):
 
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
 def test_release_notebook_is_not_stale(course_copy, assignment):
-    fresh = generate_assignment(assignment, course_copy)
-    committed = nbformat.read(release_path(assignment), as_version=4)
+    fresh = generate_assignment(assignment_of(course_copy, assignment))
+    committed = nbformat.read(COURSE.assignment(assignment).release_notebook, as_version=4)
     assert comparable(nbformat.read(fresh, as_version=4)) == comparable(committed), f"release {STALE}"
 
 
 @pytest.fixture(scope="module", params=ASSIGNMENTS)
 def release(request):
     """(assignment, text of its release notebook)"""
-    return request.param, release_path(request.param).read_text()
+    return request.param, COURSE.assignment(request.param).release_notebook.read_text()
 
 
 @pytest.fixture(scope="module")
 def release_text():
-    return release_path(ASSIGNMENT).read_text()
+    return COURSE.assignment(ASSIGNMENT).release_notebook.read_text()
 
 
 def solution_lines(assignment):
     """Lines students must write themselves (between the solution markers) that
     given code elsewhere does not already show."""
     hidden, given = [], []
-    for source in read_regions(solutions_path(assignment)).values():
+    for source in read_regions(COURSE.assignment(assignment).solutions).values():
         inside = False
         for line in source.splitlines():
             if "### BEGIN SOLUTION" in line:
@@ -86,10 +89,10 @@ def test_release_stubs_explain_themselves_and_keep_given_code(release_text):
 
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
 def test_every_graded_cell_has_points_and_checks(assignment):
-    nb = build_notebook(assignment)
+    nb = build_notebook(COURSE.assignment(assignment))
     graded = {c.metadata["nbgrader"]["grade_id"]: c.metadata["nbgrader"]["points"]
               for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")}
-    checks = {p.stem.removeprefix("test_") for p in (ROOT / "autograder/checks" / assignment).glob("test_*.py")}
+    checks = {p.stem.removeprefix("test_") for p in COURSE.assignment(assignment).checks.glob("test_*.py")}
     autograded = {g for g in graded if not g.startswith("q")}
     assert autograded == checks
     assert all(points > 0 for points in graded.values())
@@ -104,4 +107,4 @@ def test_every_graded_cell_has_points_and_checks(assignment):
 ])
 def test_malformed_exercise_files_are_reported(text, problem):
     with pytest.raises(ExerciseError, match=re.escape(problem)):
-        build_cells(ASSIGNMENT, text, read_regions(solutions_path(ASSIGNMENT)))
+        build_cells(COURSE.assignment(ASSIGNMENT), text, read_regions(COURSE.assignment(ASSIGNMENT).solutions))

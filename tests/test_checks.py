@@ -1,11 +1,14 @@
 """The hidden checks in process, on a namespace (the corpus in test_corpus.py covers mistakes)."""
 import pytest
 
-from autograder.regions import read_regions, solutions_path, strip_solution_markers
+from autograder.course import copy_assignment
+from autograder.regions import read_regions, strip_solution_markers
 from autograder.runner import CheckSession, ChecksBroken, run_checks
 from autograder.student import NamespaceStudent
 
-ASSIGNMENT = "causal_attention"
+from helpers import assignment_of
+
+ASSIGNMENT = assignment_of()
 
 
 @pytest.mark.parametrize("seed", [0, 987654])
@@ -21,7 +24,7 @@ def test_in_process_solutions_pass_and_stubs_fail(solved, stubs, seed):
 
 def with_edit(solved, region, old, new):
     """The solved namespace with one answer cell rewritten (a student's mistake)."""
-    source = strip_solution_markers(read_regions(solutions_path(ASSIGNMENT))[region])
+    source = strip_solution_markers(read_regions(ASSIGNMENT.solutions)[region])
     assert old in source, f"{old!r} not in {region}"
     namespace = dict(solved)
     exec(compile(source.replace(old, new), region, "exec"), namespace)
@@ -82,16 +85,14 @@ def test_a_check_session_grades_student_after_student_like_run_checks(solved, st
 
 
 def test_a_check_session_with_broken_checks_says_so(tmp_path, monkeypatch):
-    broken = tmp_path / ASSIGNMENT
-    broken.mkdir()
-    (broken / "test_ex1.py").write_text("import no_such_module\n")
-    monkeypatch.setattr("autograder.runner.CHECKS", tmp_path)
-    monkeypatch.setattr("autograder.runner.checks_dir", lambda assignment: tmp_path / assignment)
-    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    broken = copy_assignment(ASSIGNMENT, tmp_path / "course")
+    for check in broken.checks.glob("test_*.py"):
+        check.unlink()
+    (broken.checks / "test_ex1.py").write_text("import no_such_module\n")
     with pytest.raises(ChecksBroken, match="did not load(.|\n)*no_such_module"):
-        CheckSession(ASSIGNMENT)
+        CheckSession(broken)
     with pytest.raises(ChecksBroken, match="no_such_module"):
-        run_checks(ASSIGNMENT, NamespaceStudent({}))
+        run_checks(broken, NamespaceStudent({}))
 
 
 def test_a_check_session_recovers_from_an_interrupted_run(solved):

@@ -2,7 +2,6 @@
 import csv
 import hashlib
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -11,13 +10,11 @@ import time
 import nbformat
 import pytest
 
-from autograder import ROOT
 from autograder.batch import grade_batch
-from autograder.examples import EXAMPLES
 from autograder.outputs import max_score_of
 from autograder.sandbox import Sandbox
 
-from helpers import example, make_notebook, new_course, scores, settled_sandbox_processes, write
+from helpers import EXAMPLES, ROOT, assignment_of, example, make_notebook, new_course, scores, settled_sandbox_processes, write
 
 needs_bwrap = pytest.mark.usefixtures("sandbox_required")
 
@@ -101,7 +98,6 @@ for folder in folders:
             pass
 """
 FILL_SCRATCH = """
-import os
 for place in ("/tmp", "/dev/shm", os.path.expanduser("~")):
     for index in range(200):
         try:
@@ -170,13 +166,14 @@ def hostile(tmp_path_factory):
     write(inbox, "ben", example("ben"))
     write(inbox, "zz_ada", example("ada"))  # graded after the attacks on the same workers
     write(inbox, "zz_dee", example("dee"))
-    guarded = [ROOT / "solutions", ROOT / "autograder", ROOT / "source", ROOT / "release", course / "source"]
+    guarded = [ROOT / "solutions", ROOT / "exercises", ROOT / "autograder", ROOT / "source", ROOT / "release",
+               course / "source", course / "exercises"]
     before = tree_digest(*guarded)
     Sandbox(0).prepare()  # the sandbox's own code folder exists before the clock starts
     marker = tmp / "started"
     marker.touch()
     time.sleep(0.01)
-    report = grade_batch("causal_attention", [inbox], course, jobs=2, seed=SEED,
+    report = grade_batch(assignment_of(course), [inbox], jobs=2, seed=SEED,
                          limits={"timeout": 20, "memory_bytes": 2 * 2**30})
     return {"report": report, "course": course, "before": before, "after": tree_digest(*guarded),
             "results": {r["extra_data"]["student_id"]: r for r in report.results},
@@ -263,7 +260,7 @@ def bad_batch(tmp_path_factory):
     tampered.cells = [c for c in tampered.cells if c.metadata.get("nbgrader", {}).get("grade_id") != "ex5_answer"]
     write(inbox, "tampered", tampered)
     write(inbox, "ada", example("ada"))
-    report = grade_batch("causal_attention", [inbox], course, jobs=2, seed=SEED)
+    report = grade_batch(assignment_of(course), [inbox], jobs=2, seed=SEED)
     return {r["extra_data"]["student_id"]: r for r in report.results}
 
 
@@ -298,7 +295,7 @@ def test_kill_9_mid_batch_then_rerun_grades_everything_exactly_once(tmp_path):
     reference.mkdir()
     for kind in kinds:
         write(reference, kind, notebooks[kind])
-    uninterrupted = grade_batch("causal_attention", [reference], new_course(reference), jobs=2, seed=SEED)
+    uninterrupted = grade_batch(assignment_of(new_course(reference)), [reference], jobs=2, seed=SEED)
     expected = {r["extra_data"]["student_id"]: r["score"] for r in uninterrupted.results}
     assert expected["ada"] == 26 and 0 < expected["ben"] < 26 and expected["dee"] == 0
     for index in range(100):
@@ -338,7 +335,7 @@ def test_one_notebook_per_student_is_graded_and_the_others_are_named(tmp_path):
     nbformat.write(example("ada"), folder / "causal_attention.ipynb")
     nbformat.write(example("dee"), folder / "causal_attention-Copy1.ipynb")
     for _ in range(2):  # the second run finds it done: no flip-flopping between the two files
-        report = grade_batch("causal_attention", [tmp_path / "submitted"], course, jobs=1, seed=SEED)
+        report = grade_batch(assignment_of(course), [tmp_path / "submitted"], jobs=1, seed=SEED)
     assert report.skipped == 1 and len(report.results) == 1
     result = report.results[0]
     assert result["score"] == 26

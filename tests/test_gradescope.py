@@ -47,9 +47,11 @@ def test_bundle_has_gradescopes_entry_points(bundle):
         setup = archive.read("setup.sh").decode()
     assert {"setup.sh", "run_autograder"} <= set(names)
     assert modes["run_autograder"] & 0o111 and modes["setup.sh"] & 0o111
-    assert "autograder/checks/causal_attention/test_ex3.py" in names
+    assert "exercises/causal_attention/checks/test_ex3.py" in names and "autograder/cli.py" in names
     assert "solutions/causal_attention.py" in names and f"source/{ASSIGNMENT}/{ASSIGNMENT}.ipynb" in names
-    assert not any(name.startswith("tests/") for name in names)  # the corpus stays home
+    assert not any(name.startswith("tests/") or name.endswith(("corpus.toml", "examples.toml"))
+                   for name in names)  # the corpus stays home
+    assert not any(name.startswith("exercises/self_attention") for name in names)  # one assignment only
     assert 'torch==2.13.0' in setup
     subprocess.run(["bash", "-n", "-c", setup], check=True)  # valid shell
 

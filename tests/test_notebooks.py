@@ -7,16 +7,16 @@ from nbclient import NotebookClient
 
 from autograder.examples import filled_notebook, write_examples
 from autograder.batch import grade_batch
-from autograder.nbgrader_steps import autograde, generate_assignment, gradebook_scores, release_path
+from autograder.nbgrader_steps import autograde, generate_assignment, gradebook_scores
 
-from helpers import empty_answers, make_notebook, scores, submit
+from helpers import assignment_of, empty_answers, make_notebook, scores, submit
 
 ASSIGNMENT = "causal_attention"
 AUTOGRADED_POINTS = 26  # Exercises 1-8; the concept questions are graded by hand
 
 
 def test_release_with_correct_answers_runs_top_to_bottom(tmp_path):
-    nb = filled_notebook(nbformat.read(release_path(ASSIGNMENT), as_version=4), ASSIGNMENT, {})
+    nb = filled_notebook(nbformat.read(assignment_of().release_notebook, as_version=4), assignment_of(), {})
     started = time.perf_counter()
     NotebookClient(nb, timeout=120, kernel_name="python3",
                    resources={"metadata": {"path": str(tmp_path)}}).execute()
@@ -37,9 +37,9 @@ def test_untouched_release_computes_nothing(stubs):
 @pytest.fixture(scope="module")
 def graded(course_copy):
     """Autograde example submissions with stock nbgrader in a throwaway course."""
-    generate_assignment(ASSIGNMENT, course_copy)  # registers the assignment in the gradebook
+    generate_assignment(assignment_of(course_copy))  # registers the assignment in the gradebook
     submitted = course_copy / "submitted"
-    write_examples(ASSIGNMENT, course_copy / "release" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", submitted)
+    write_examples(assignment_of(course_copy), submitted)
     # A correct answer that warns on stderr (nbgrader would zero the grade cell).
     noisy = submitted / "eve" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
     noisy.parent.mkdir(parents=True)
@@ -56,8 +56,8 @@ def graded(course_copy):
     crashing = make_notebook({"ex5_answer": [(
         "class MultiHeadAttention", "raise RuntimeError('my notebook stops here')\nclass MultiHeadAttention")]})
     submit(course_copy, ASSIGNMENT, {"fay": crashing, "gus": empty_answers(make_notebook())})
-    autograde(ASSIGNMENT, course_copy)
-    return gradebook_scores(ASSIGNMENT, course_copy)
+    autograde(assignment_of(course_copy))
+    return gradebook_scores(assignment_of(course_copy))
 
 
 def autograded_total(row):
@@ -96,7 +96,7 @@ def test_a_crash_or_empty_answers_lose_only_what_they_should(graded):
 @pytest.fixture(scope="module")
 def sandboxed(graded, course_copy):
     """The same submissions graded by `autograder grade` (after nbgrader, in its own folder)."""
-    report = grade_batch(ASSIGNMENT, [course_copy / "submitted"], course_copy, out_dir=course_copy / "ours", jobs=2)
+    report = grade_batch(assignment_of(course_copy), [course_copy / "submitted"], out_dir=course_copy / "ours", jobs=2)
     return {r["extra_data"]["student_id"]: r for r in report.results}
 
 

@@ -8,10 +8,10 @@ import nbformat
 import pytest
 from selenium.webdriver.common.by import By
 
-from autograder import ROOT
-from autograder.runner import CHECKS
 
 from browser import full_page_screenshot, start_browser
+
+from helpers import COURSE, ROOT
 
 ASSIGNMENT = "causal_attention"
 PHONE, DESKTOP = 390, 1100
@@ -71,9 +71,9 @@ def check_code_lines():
     """Lines of hidden-check code (not docstrings or message texts) longer than 25 characters,
     except lines students see or write anyway (the same line in the exercises or solutions)."""
     students_write = "\n".join(p.read_text() for p in [*(ROOT / "solutions").glob("*.py"),
-                                                         *(ROOT / "exercises").glob("*.md")])
+                                                         *(ROOT / "exercises").glob("*/notebook.md")])
     lines = set()
-    for path in CHECKS.rglob("*.py"):
+    for path in [*(ROOT / "exercises").glob("*/checks/*.py"), ROOT / "autograder" / "checklib.py"]:
         tree = ast.parse(path.read_text())
         strings = {node.lineno for node in ast.walk(tree) if isinstance(node, ast.Constant) and isinstance(node.value, str)}
         for number, line in enumerate(path.read_text().splitlines(), start=1):
@@ -198,7 +198,7 @@ def test_report_lists_timeouts_tampering_and_bad_files():
         result("blank", "invalid", 0),
         result("crashy", "graded", 0, errors=[{"cell": "ex1_answer", "error": "Traceback\nValueError: boom\n"}]),
         result("fine", "graded", 2, errors=[{"cell": "check-01", "error": "AssertionError: visible\n"}]),
-    ], layout_of(read_source(ROOT, ASSIGNMENT)), wall_time=12.5)
+    ], layout_of(read_source(COURSE.assignment(ASSIGNMENT))), wall_time=12.5)
     attention = page[page.index('id="attention"'):]
     for expected in ("slow", "did not finish within the 120 s", "sly", "was edited (restored)", "blank",
                      "could not be graded: empty file", "crashy", "cell ex1_answer raised ValueError: boom"):

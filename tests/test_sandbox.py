@@ -7,11 +7,10 @@ import time
 import pytest
 import torch
 
-from autograder import ROOT
 from autograder.sandbox import Limits, Sandbox, SandboxStudent
 from autograder.student import StudentError
 
-from helpers import settled_sandbox_processes
+from helpers import ROOT, settled_sandbox_processes
 
 pytestmark = pytest.mark.usefixtures("sandbox_required")
 
@@ -21,7 +20,7 @@ seen = "\\n".join([*(f"{{k}}={{v}}" for k, v in os.environ.items()), *sys.argv, 
                    socket.gethostname(), *os.listdir("/tmp")])
 paths = "\\n".join(sys.path)
 readable = []
-for path in [{str(ROOT)!r}, {str(ROOT / 'solutions')!r}, {str(ROOT / 'autograder' / 'checks')!r},
+for path in [{str(ROOT)!r}, {str(ROOT / 'solutions')!r}, {str(ROOT / 'exercises')!r},
              {str(ROOT / "source")!r}, "/work", "/home"]:
     try:
         readable.append(path + ":" + ",".join(os.listdir(path)))

@@ -10,20 +10,20 @@ from nbclient import NotebookClient
 
 from autograder.batch import grade_batch
 from autograder.examples import filled_notebook, write_examples
-from autograder.nbgrader_steps import autograde, generate_assignment, gradebook_scores, release_path
+from autograder.nbgrader_steps import autograde, generate_assignment, gradebook_scores
 from autograder.reference import solved_namespace
 from autograder.runner import run_checks
 from autograder.student import NamespaceStudent
 from autograder.validate import release_namespace
 
-from helpers import empty_answers, make_notebook, scores, submit
+from helpers import assignment_of, empty_answers, make_notebook, scores, submit
 
 ASSIGNMENT = "self_attention"
 POINTS = {"ex1": 2, "ex2": 3, "ex3": 2, "ex4": 3, "ex5": 3, "ex6": 2, "ex7": 3}
 
 
 def test_release_with_correct_answers_runs_top_to_bottom(tmp_path):
-    nb = filled_notebook(nbformat.read(release_path(ASSIGNMENT), as_version=4), ASSIGNMENT, {})
+    nb = filled_notebook(nbformat.read(assignment_of(name=ASSIGNMENT).release_notebook, as_version=4), assignment_of(name=ASSIGNMENT), {})
     NotebookClient(nb, timeout=120, kernel_name="python3",
                    resources={"metadata": {"path": str(tmp_path)}}).execute()
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
@@ -36,9 +36,9 @@ def test_release_with_correct_answers_runs_top_to_bottom(tmp_path):
 @pytest.mark.parametrize("seed", [0, 4242])
 def test_in_process_solutions_pass_and_stubs_fail(seed):
     with contextlib.redirect_stdout(io.StringIO()):
-        solved = solved_namespace(ASSIGNMENT)
-    on_solutions = run_checks(ASSIGNMENT, NamespaceStudent(solved), seed=seed)
-    on_stubs = run_checks(ASSIGNMENT, NamespaceStudent(release_namespace(ASSIGNMENT)), seed=seed)
+        solved = solved_namespace(assignment_of(name=ASSIGNMENT).solutions)
+    on_solutions = run_checks(assignment_of(name=ASSIGNMENT), NamespaceStudent(solved), seed=seed)
+    on_stubs = run_checks(assignment_of(name=ASSIGNMENT), NamespaceStudent(release_namespace(assignment_of(name=ASSIGNMENT))), seed=seed)
     assert set(on_solutions) == set(POINTS)
     for cell, result in on_solutions.items():
         assert result.checks and all(c.passed for c in result.checks), [c.message for c in result.checks]
@@ -48,14 +48,14 @@ def test_in_process_solutions_pass_and_stubs_fail(seed):
 @pytest.fixture(scope="module")
 def graded(course_copy):
     """Stock nbgrader's scores for ada, ben, cy, dee, a crash and an empty notebook."""
-    generate_assignment(ASSIGNMENT, course_copy)
+    generate_assignment(assignment_of(course_copy, ASSIGNMENT))
     submitted = course_copy / "submitted"
-    write_examples(ASSIGNMENT, course_copy / "release" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", submitted)
+    write_examples(assignment_of(course_copy, ASSIGNMENT), submitted)
     crashing = make_notebook({"ex4_answer": [("class SelfAttention_v1", "raise RuntimeError('stop')\nclass SelfAttention_v1")]},
                              assignment=ASSIGNMENT)
     submit(course_copy, ASSIGNMENT, {"fay": crashing, "gus": empty_answers(make_notebook(assignment=ASSIGNMENT))})
-    autograde(ASSIGNMENT, course_copy)
-    return gradebook_scores(ASSIGNMENT, course_copy)
+    autograde(assignment_of(course_copy, ASSIGNMENT))
+    return gradebook_scores(assignment_of(course_copy, ASSIGNMENT))
 
 
 def test_nbgrader_grades_the_examples(graded):
@@ -71,7 +71,7 @@ def test_nbgrader_grades_the_examples(graded):
 
 
 def test_sandboxed_grading_agrees_with_nbgrader(graded, course_copy):
-    report = grade_batch(ASSIGNMENT, [course_copy / "submitted"], course_copy, out_dir=course_copy / "ours-sa", jobs=2)
+    report = grade_batch(assignment_of(course_copy, ASSIGNMENT), [course_copy / "submitted"], out_dir=course_copy / "ours-sa", jobs=2)
     ours = {r["extra_data"]["student_id"]: scores(r) for r in report.results}
     assert sorted(ours) == sorted(graded) == ["ada", "ben", "cy", "dee", "fay", "gus"]
     for student, row in graded.items():
@@ -84,6 +84,6 @@ def test_a_right_answer_never_looks_like_a_mistake():
     """Seed 1371 draws one token whose score is 1.0006: that 1 x 1 table equals its own
     softmax. The check used to call that 'softmax weights' (found by a flaky nbgrader run)."""
     with contextlib.redirect_stdout(io.StringIO()):
-        solved = solved_namespace(ASSIGNMENT)
-    result = run_checks(ASSIGNMENT, NamespaceStudent(solved), ["ex1"], seed=1371)["ex1"]
+        solved = solved_namespace(assignment_of(name=ASSIGNMENT).solutions)
+    result = run_checks(assignment_of(name=ASSIGNMENT), NamespaceStudent(solved), ["ex1"], seed=1371)["ex1"]
     assert [c.message for c in result.checks if not c.passed] == []

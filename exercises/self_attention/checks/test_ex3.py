@@ -4,7 +4,7 @@ import torch
 
 from autograder.verdict import expect_close, expect_tensor, fail, name_mistake, close
 
-from ..shared import randn
+from autograder.checklib import randn
 from .common import JOURNEY
 
 NAME = "context_vectors"

@@ -5,7 +5,7 @@ import torch
 from autograder.student import StudentError
 from autograder.verdict import expect_tensor, fail
 
-from ..shared import expect_reference_output, paired, randn
+from autograder.checklib import expect_reference_output, paired, randn
 from .common import cross_attention_mistakes, expect_parameters, expect_weight_rows
 
 NAME = "CrossAttention"

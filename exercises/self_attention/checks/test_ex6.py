@@ -4,7 +4,7 @@ import torch
 
 from autograder.verdict import close, expect_close, expect_tensor, fail, shape_text
 
-from ..shared import randn
+from autograder.checklib import randn
 
 NAME = "copy_weights_v2_to_v1"
 PARTS = ("W_query", "W_key", "W_value")

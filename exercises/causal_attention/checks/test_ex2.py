@@ -4,7 +4,7 @@ import torch
 
 from autograder.verdict import diagnose_weights, expect_tensor
 
-from ..shared import randn
+from autograder.checklib import randn
 from .common import random_scores, scale_mistakes, weights_from
 
 NAME = "mask_before_softmax"

@@ -4,7 +4,7 @@ import torch
 
 from autograder.verdict import close, expect_close, expect_tensor, fail
 
-from ..shared import randn
+from autograder.checklib import randn
 from .common import JOURNEY
 
 NAME = "attention_scores"

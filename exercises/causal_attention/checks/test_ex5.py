@@ -4,7 +4,7 @@ import torch
 
 from autograder.verdict import expect_tensor, fail
 
-from ..shared import expect_reference_output, paired, randn, student_forward
+from autograder.checklib import expect_reference_output, paired, randn, student_forward
 from .common import expect_embeddings, expect_no_leak, expect_registered_heads, JOURNEY
 
 NAME = "MultiHeadAttention"

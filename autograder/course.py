@@ -1,0 +1,220 @@
+"""A course is a directory; an assignment is one folder in it.
+
+    COURSE/
+      nbgrader_config.py            makes COURSE an nbgrader course directory
+      exercises/<assignment>/       everything about one assignment but its solution code:
+        assignment.toml               title, course order, limits, sandbox settings
+        notebook.md                   the notebook's text and the role of every cell
+        checks/test_<cell>.py         hidden checks, one file per graded cell
+        corpus.toml                   realistic mistakes and alternative styles
+        examples.toml                 the demo's example students
+        sandbox.py (optional)         resources probes may hand to student code, and
+                                      a warm-up, run inside the sandbox
+      solutions/<assignment>.py     the single source of the assignment's code
+      source/, release/             generated nbgrader trees (never edited by hand)
+      submitted/, autograded/, graded/, gradebook.db   what grading writes
+
+The engine knows no assignment: it finds them here.
+"""
+import os
+import shutil
+import tomllib
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+PACKAGE_CHECKOUT = Path(__file__).resolve().parent.parent
+SETTINGS = "assignment.toml"
+
+
+class CourseError(ValueError):
+    """A course or assignment that is not there or not well formed; the message says which."""
+
+
+@dataclass(frozen=True)
+class Course:
+    root: Path
+
+    @staticmethod
+    def locate(given=None):
+        """`given`; else the nearest folder at or above the current one that holds exercises/;
+        else the course bundled with this package."""
+        if given is not None:
+            root = Path(given).resolve()
+            if not root.is_dir():
+                raise CourseError(f"there is no course folder {root}")
+            return Course(root)
+        here = Path.cwd().resolve()
+        for folder in [here, *here.parents]:
+            if _is_course(folder):
+                return Course(folder)
+        return Course(bundled_course())
+
+    # -- assignments ----------------------------------------------------------
+    def assignments(self):
+        """Every assignment of the course, in course order (`order`, then name)."""
+        found = [Assignment(self, path.parent.name) for path in (self.root / "exercises").glob(f"*/{SETTINGS}")]
+        return sorted(found, key=lambda a: (a.order, a.name))
+
+    def names(self):
+        return [a.name for a in self.assignments()]
+
+    def assignment(self, name):
+        if not (self.root / "exercises" / name / SETTINGS).is_file():
+            known = ", ".join(self.names()) or "none yet (create one with `autograder new NAME`)"
+            raise CourseError(f"the course {self.root} has no assignment {name!r} (it has: {known})")
+        return Assignment(self, name)
+
+    # -- what grading writes ------------------------------------------------------
+    @property
+    def gradebook(self):
+        return self.root / "gradebook.db"
+
+    @property
+    def submitted(self):
+        return self.root / "submitted"
+
+    @property
+    def autograded(self):
+        return self.root / "autograded"
+
+    def graded(self, name):
+        return self.root / "graded" / name
+
+
+@dataclass(frozen=True)
+class Assignment:
+    course: Course
+    name: str
+
+    @property
+    def folder(self):
+        return self.course.root / "exercises" / self.name
+
+    @cached_property
+    def settings(self):
+        path = self.folder / SETTINGS
+        try:
+            return tomllib.loads(path.read_text())
+        except (OSError, tomllib.TOMLDecodeError) as error:
+            raise CourseError(f"{path} cannot be read: {error}") from None
+
+    @property
+    def title(self):
+        return self.settings.get("title", self.name)
+
+    @property
+    def order(self):
+        return self.settings.get("order", 1000)
+
+    @property
+    def limits(self):
+        """Grading limits in `Limits` terms (timeout seconds, memory bytes)."""
+        table = self.settings.get("limits", {})
+        limits = {}
+        if "timeout" in table:
+            limits["timeout"] = float(table["timeout"])
+        if "memory_mb" in table:
+            limits["memory_bytes"] = int(table["memory_mb"]) * 2**20
+        return limits
+
+    @property
+    def preimport(self):
+        """Modules the sandbox imports once, before it forks a child per submission."""
+        return list(self.settings.get("sandbox", {}).get("preimport", []))
+
+    # -- files --------------------------------------------------------------------
+    @property
+    def notebook_text(self):
+        return self.folder / "notebook.md"
+
+    @property
+    def checks(self):
+        return self.folder / "checks"
+
+    @property
+    def corpus(self):
+        return self.folder / "corpus.toml"
+
+    @property
+    def examples(self):
+        return self.folder / "examples.toml"
+
+    @property
+    def sandbox_code(self):
+        """The assignment's sandbox-side code (resources, warm-up), or None."""
+        path = self.folder / "sandbox.py"
+        return path if path.is_file() else None
+
+    @property
+    def solutions(self):
+        return self.course.root / "solutions" / f"{self.name}.py"
+
+    @property
+    def source_notebook(self):
+        return self.course.root / "source" / self.name / f"{self.name}.ipynb"
+
+    @property
+    def release_notebook(self):
+        return self.course.root / "release" / self.name / f"{self.name}.ipynb"
+
+    def grade_ids(self):
+        """The graded cells that have hidden checks (test_<cell>.py)."""
+        return sorted(p.stem.removeprefix("test_") for p in self.checks.glob("test_*.py"))
+
+
+def _is_course(folder):
+    """A folder with exercises/ and an nbgrader config (as `autograder init` makes), or assignments."""
+    exercises = folder / "exercises"
+    return exercises.is_dir() and ((folder / "nbgrader_config.py").is_file() or any(exercises.glob(f"*/{SETTINGS}")))
+
+
+def bundled_course():
+    """The course this package comes with (its own checkout)."""
+    if not (PACKAGE_CHECKOUT / "exercises").is_dir():
+        raise CourseError("no course here: run in a course folder (one with exercises/), pass --course DIR,"
+                          " or create one with `autograder init DIR`")
+    return PACKAGE_CHECKOUT
+
+
+GRADING_ONLY_LEAVES_OUT = ("corpus.toml", "examples.toml")  # authoring material grading never reads
+
+
+def copy_assignment(assignment, target, grading_only=False):
+    """target/: a course with this one assignment (config, exercise folder, solutions, source and
+    release) and nothing graded. Grading there never touches the real course's outputs.
+    `grading_only` leaves out the corpus and the examples (a Gradescope bundle has no use for them)."""
+    target = Path(target)
+    target.mkdir(parents=True, exist_ok=True)
+    root = assignment.course.root
+    if (root / "nbgrader_config.py").is_file():
+        shutil.copy(root / "nbgrader_config.py", target)
+    ignore = shutil.ignore_patterns("__pycache__")
+    left_out = shutil.ignore_patterns("__pycache__", *GRADING_ONLY_LEAVES_OUT) if grading_only else ignore
+    shutil.copytree(assignment.folder, target / "exercises" / assignment.name, ignore=left_out)
+    (target / "solutions").mkdir(exist_ok=True)
+    shutil.copy(assignment.solutions, target / "solutions")
+    for part in ("source", "release"):
+        if (root / part / assignment.name).is_dir():
+            shutil.copytree(root / part / assignment.name, target / part / assignment.name, ignore=ignore)
+    return Course(target).assignment(assignment.name)
+
+
+def copy_course(course, target):
+    """target/: a copy of the whole course (every assignment), nothing graded."""
+    for assignment in course.assignments():
+        copy_assignment(assignment, target)
+    return Course(Path(target).resolve())
+
+
+def write_atomically(path, data):
+    """Write text or bytes to `path` through a temporary file and a rename: a reader (or a
+    kill -9) never sees half a file."""
+    path = Path(path)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    if isinstance(data, bytes):
+        temporary.write_bytes(data)
+    else:
+        temporary.write_text(data)
+    os.replace(temporary, path)
+    return path

@@ -1,0 +1,94 @@
+"""A course is a directory and the engine knows no assignment: an instructor creates a course
+with `autograder init`, adds assignments with `autograder new`, edits them, then builds,
+releases, validates and grades, all without touching this package."""
+import csv
+import re
+import subprocess
+import sys
+
+import pytest
+
+from autograder.course import PACKAGE_CHECKOUT, Course, CourseError
+
+from helpers import COURSE
+
+
+def autograder(*args, cwd):
+    done = subprocess.run([sys.executable, "-m", "autograder.cli", *map(str, args)], cwd=cwd,
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, f"autograder {' '.join(map(str, args))}:\n{done.stdout[-3000:]}{done.stderr[-3000:]}"
+    return done.stdout
+
+
+def package_state():
+    """What git sees in this package's checkout: a command must not change it."""
+    return subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=PACKAGE_CHECKOUT,
+                          capture_output=True, text=True).stdout
+
+
+@pytest.mark.usefixtures("sandbox_required")
+def test_an_instructor_builds_a_course_of_two_assignments_from_scratch(tmp_path):
+    before = package_state()
+    autograder("init", "mycourse", cwd=tmp_path)
+    course = tmp_path / "mycourse"
+    autograder("new", "warmup", cwd=course)
+    autograder("new", "scaling", cwd=course / "exercises")  # found from any folder inside the course
+    assert Course(course).names() == ["warmup", "scaling"]  # course order: as created
+    # An instructor's edits: another style of solution, and one more hidden check.
+    solution = course / "solutions" / "warmup.py"
+    solution.write_text(solution.read_text().replace("return x * factor", "return factor * x"))
+    check = course / "exercises" / "scaling" / "checks" / "test_ex1.py"
+    check.write_text(check.read_text() + '''
+
+def test_keeps_the_shape(student, rng):
+    """Keeps the shape of a 3-d tensor"""
+    x = torch.randn(2, 3, 4, generator=rng)
+    expect_tensor(student.call("scale", x, -1.0), "scale(x, -1.0)", shape=(2, 3, 4))
+''')
+    autograder("release", cwd=course)
+    drifted = subprocess.run([sys.executable, "-m", "autograder.cli", "validate", "warmup"], cwd=course,
+                             capture_output=True, text=True)
+    assert drifted.returncode != 0 and "'ex1-returns-x'" in drifted.stdout  # the corpus must follow the edit
+    corpus = course / "exercises" / "warmup" / "corpus.toml"
+    corpus.write_text(corpus.read_text().replace("old = \"return x * factor\"", "old = \"return factor * x\""))
+    for name in ("warmup", "scaling"):
+        assert (course / "release" / name / f"{name}.ipynb").is_file()
+        out = autograder("validate", name, cwd=course)
+        assert "Clean" in out, out
+    out = autograder("demo", cwd=course)  # the example students of both, graded in sandboxes
+    for name in ("warmup", "scaling"):
+        rows = {r["student_id"]: r for r in csv.DictReader(open(course / "graded" / name / "grades.csv"))}
+        assert float(rows["ada"]["total"]) == 1 and float(rows["dee"]["total"]) == 0, rows
+    scaling = (course / "graded" / "scaling" / "ada.json").read_text()
+    assert "Keeps the shape of a 3-d tensor" in scaling  # the edited check ran
+    assert (course / "gradebook.db").is_file() and "Course:" in out
+    assert package_state() == before  # nothing written into the package
+
+
+def test_commands_name_what_is_missing(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    done = subprocess.run([sys.executable, "-m", "autograder.cli", "grade", "nothing", str(tmp_path),
+                           "--course", str(empty)], capture_output=True, text=True)
+    assert done.returncode == 2 and "has no assignment 'nothing'" in done.stdout
+    assert "Traceback" not in done.stdout + done.stderr
+    with pytest.raises(CourseError, match="already holds a course"):
+        from autograder.scaffold import init_course
+
+        init_course(COURSE.root)
+    from autograder.scaffold import new_assignment
+
+    with pytest.raises(CourseError, match="cannot name an assignment"):
+        new_assignment(COURSE, "Bad-Name")
+    with pytest.raises(CourseError, match="already has an assignment"):
+        new_assignment(COURSE, COURSE.names()[0])
+
+
+def test_the_engine_names_no_assignment():
+    """No assignment name or exercise object of the bundled course appears in the engine."""
+    words = [*COURSE.names(), "BadLM", "MyData"]
+    pattern = re.compile("|".join(map(re.escape, words)))
+    found = [f"{path.relative_to(PACKAGE_CHECKOUT)}:{number}"
+             for path in (PACKAGE_CHECKOUT / "autograder").rglob("*") if path.suffix in (".py", ".j2", ".ini", ".json")
+             for number, line in enumerate(path.read_text().splitlines(), start=1) if pattern.search(line)]
+    assert found == []
