@@ -22,9 +22,29 @@ os.environ[selfcheck.TRUSTED_ENV] = os.pathsep.join(
     [p for p in os.environ.get(selfcheck.TRUSTED_ENV, "").split(os.pathsep) if p] + PLATFORM_STARTUP_FILES)
 
 
+def pytest_addoption(parser):
+    parser.addoption("--full", action="store_true",
+                     help="also run the tests marked slow: what CI runs (about 10 minutes on 2 cores)")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: left out of the fast lane; `pytest --full` runs it")
+
+
+def pytest_collection_modifyitems(config, items):
+    """The fast lane (plain `pytest`) leaves out the slow tests; --full runs everything."""
+    if config.getoption("--full"):
+        return
+    slow = [item for item in items if item.get_closest_marker("slow")]
+    if slow:
+        config.hook.pytest_deselected(items=slow)
+        items[:] = [item for item in items if not item.get_closest_marker("slow")]
+
+
 def pytest_report_header(config):
     mode, why = isolation()
-    lines = [f"sandbox: {why}" + ("" if mode == "bwrap" else " -- sandbox tests will FAIL")]
+    lines = [f"sandbox: {why}" + ("" if mode == "bwrap" else " -- sandbox tests will FAIL"),
+             "lane: " + ("full" if config.getoption("--full") else "fast (add --full for every test)")]
     if PLATFORM_STARTUP_FILES:
         lines.append("trusted startup files found before the tests: " + ", ".join(PLATFORM_STARTUP_FILES))
     return lines

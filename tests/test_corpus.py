@@ -58,6 +58,7 @@ def test_corpus_is_large_enough_and_covers_every_exercise(assignment):
         assert any(e.exercise == cell for e in alternatives), cell
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("assignment, entry", EVERY_ENTRY, ids=[f"{a}:{e.name}" for a, e in EVERY_ENTRY])
 def test_entry_is_graded_as_expected_with_every_seed(corpus_runs, assignment, entry):
     """Mistakes lose points on their exercise with feedback that names them; alternatives get full marks."""
@@ -65,6 +66,7 @@ def test_entry_is_graded_as_expected_with_every_seed(corpus_runs, assignment, en
         assert judge(entry, report.results[entry.name]) == [], f"seed {label}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
 def test_every_check_passes_on_the_solutions_and_fails_on_the_release(corpus_runs, assignment):
     report, _ = corpus_runs(assignment)["0"]
@@ -76,6 +78,7 @@ def test_every_check_passes_on_the_solutions_and_fails_on_the_release(corpus_run
         assert cell.checks == cell.solutions_pass == cell.stubs_fail > 0, cell
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
 def test_validation_is_clean_with_every_seed(corpus_runs, assignment):
     for label, (report, _) in corpus_runs(assignment).items():
@@ -84,6 +87,7 @@ def test_validation_is_clean_with_every_seed(corpus_runs, assignment):
             assert cell.caught == cell.mistakes and cell.accepted == cell.alternatives, (label, cell)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
 def test_same_seed_gives_identical_result_files(corpus_runs, assignment):
     runs = corpus_runs(assignment)
@@ -103,6 +107,7 @@ def test_same_seed_gives_identical_result_files(corpus_runs, assignment):
             assert without_timings(a) == without_timings(b), name
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
 def test_five_seeds_give_identical_scores(corpus_runs, assignment):
     def scores(report):
@@ -116,6 +121,7 @@ def test_five_seeds_give_identical_scores(corpus_runs, assignment):
         assert scores(report) == reference, f"seed {seed}"
 
 
+@pytest.mark.slow
 def test_validate_cli_prints_the_table(corpus_runs, monkeypatch, capsys):
     report, _ = corpus_runs(ASSIGNMENT)["0"]
     monkeypatch.setattr(validate_module, "validate", lambda *args, **kwargs: report)

@@ -26,6 +26,7 @@ def package_state():
                           capture_output=True, text=True).stdout
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("sandbox_required")
 def test_an_instructor_builds_a_course_of_two_assignments_from_scratch(tmp_path):
     before = package_state()

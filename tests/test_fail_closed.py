@@ -112,6 +112,7 @@ def test_with_the_flag_as_root_student_code_writes_nothing_outside_its_own_scrat
     assert "WITHOUT a sandbox" in (out / "report.html").read_text()
 
 
+@pytest.mark.slow
 def test_a_poisoned_interpreter_refuses_to_grade_and_names_the_file(tmp_path):
     env_dir = tmp_path / "poisoned-env"
     venv.EnvBuilder(system_site_packages=True, with_pip=False).create(env_dir)

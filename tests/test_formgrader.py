@@ -75,6 +75,7 @@ def exported_scores(course):
                 if row["assignment"] == ASSIGNMENT}
 
 
+@pytest.mark.slow
 def test_a_manual_score_entered_in_formgrader_reaches_nbgrader_export(formgrader, tmp_path):
     course, base = formgrader
     before = exported_scores(course)

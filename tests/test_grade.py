@@ -196,6 +196,7 @@ def changed_since(marker, outputs):
                   and not any(path == o or path.startswith(o + "/") for o in outputs))
 
 
+@pytest.mark.slow
 @needs_bwrap
 @pytest.mark.parametrize("attack", sorted(ATTACKS))
 def test_an_attack_gains_nothing(hostile, attack):
@@ -204,6 +205,7 @@ def test_an_attack_gains_nothing(hostile, attack):
     assert results[attack]["score"] <= results["ben"]["score"], results[attack]["output"]
 
 
+@pytest.mark.slow
 @needs_bwrap
 def test_attacks_harm_no_one_else(hostile):
     results = hostile["results"]
@@ -216,6 +218,7 @@ def test_attacks_harm_no_one_else(hostile):
     assert not settled_sandbox_processes(0)
 
 
+@pytest.mark.slow
 @needs_bwrap
 def test_attacks_leave_no_file_behind_outside_the_outputs(hostile):
     """The whole attack collection, graded: nothing on this machine changed but the batch's
@@ -228,6 +231,7 @@ def test_attacks_leave_no_file_behind_outside_the_outputs(hostile):
     assert "not plain data" in json.dumps(results["json_bomb"]["tests"])
 
 
+@pytest.mark.slow
 @needs_bwrap
 def test_attacks_are_explained_to_the_student(hostile):
     results = hostile["results"]
@@ -284,6 +288,7 @@ def test_tampering_is_restored_and_recorded(bad_batch):
 
 
 # -- outputs, resuming ------------------------------------------------------------------------
+@pytest.mark.slow
 @needs_bwrap
 def test_kill_9_mid_batch_then_rerun_grades_everything_exactly_once(tmp_path):
     course = new_course(tmp_path)

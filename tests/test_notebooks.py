@@ -64,20 +64,24 @@ def autograded_total(row):
     return sum(score for name, score in row.items() if name.startswith("ex"))
 
 
+@pytest.mark.slow
 def test_nbgrader_gives_full_marks_to_a_correct_submission(graded):
     assert autograded_total(graded["ada"]) == AUTOGRADED_POINTS
 
 
+@pytest.mark.slow
 def test_nbgrader_gives_zero_to_the_untouched_release(graded):
     assert autograded_total(graded["dee"]) == 0
     assert graded["dee"]["total"] == 0
 
 
+@pytest.mark.slow
 def test_a_warning_on_stderr_costs_nothing(graded):
     assert graded["eve"]["ex3"] == 5
     assert autograded_total(graded["eve"]) == AUTOGRADED_POINTS
 
 
+@pytest.mark.slow
 def test_partial_credit_reaches_the_gradebook(graded):
     # ben: softmax over dim=1 in Ex3, sqrt(d_out) per head in Ex6; everything else right
     assert 0 < graded["ben"]["ex3"] < 5 and 0 < graded["ben"]["ex6"] < 5
@@ -87,6 +91,7 @@ def test_partial_credit_reaches_the_gradebook(graded):
     assert graded["cy"]["ex6"] < 5 and graded["cy"]["ex7"] == 0
 
 
+@pytest.mark.slow
 def test_a_crash_or_empty_answers_lose_only_what_they_should(graded):
     # fay's Ex5 answer raises before defining its class: only Ex5 is lost, later cells still run
     assert graded["fay"]["ex5"] == 0 and graded["fay"]["ex3"] == 5 and graded["fay"]["ex6"] == 5
@@ -100,6 +105,7 @@ def sandboxed(graded, course_copy):
     return {r["extra_data"]["student_id"]: r for r in report.results}
 
 
+@pytest.mark.slow
 def test_sandboxed_grading_agrees_with_nbgrader_on_honest_submissions(graded, sandboxed):
     assert sorted(graded) == sorted(sandboxed) == ["ada", "ben", "cy", "dee", "eve", "fay", "gus"]
     for student, row in graded.items():

@@ -58,6 +58,7 @@ def graded(course_copy):
     return gradebook_scores(assignment_of(course_copy, ASSIGNMENT))
 
 
+@pytest.mark.slow
 def test_nbgrader_grades_the_examples(graded):
     autograded = {student: {c: s for c, s in row.items() if c.startswith("ex")} for student, row in graded.items()}
     assert autograded["ada"] == POINTS
@@ -70,6 +71,7 @@ def test_nbgrader_grades_the_examples(graded):
     assert autograded["fay"]["ex4"] == 0 and autograded["fay"]["ex5"] == 3 and autograded["fay"]["ex7"] == 3
 
 
+@pytest.mark.slow
 def test_sandboxed_grading_agrees_with_nbgrader(graded, course_copy):
     report = grade_batch(assignment_of(course_copy, ASSIGNMENT), [course_copy / "submitted"], out_dir=course_copy / "ours-sa", jobs=2)
     ours = {r["extra_data"]["student_id"]: scores(r) for r in report.results}
