@@ -1,7 +1,9 @@
 """The sandbox side: a warm interpreter that runs one submission at a time.
 
 This file runs inside the sandbox with only `student.py` and `wire.py` next to
-it (no checks, no solutions). It imports torch and IPython once, then for each
+it (no checks, no solutions), and, where the assignment has one, its own
+sandbox code as `assignment_sandbox.py` (RESOURCES for probes, a warm-up) and
+`settings.json` (modules to pre-import). It imports torch and IPython once, then for each
 submission forks a fresh child that
 
 1. gets its own empty home and working directories, limits and seeds,
@@ -117,7 +119,7 @@ def _run_cells(shell, cells, deadline):
     return report
 
 
-def child_main(shell, spec, inbox, outbox):
+def child_main(shell, spec, inbox, outbox, resources=None):
     from autograder import wire
     from autograder.student import NamespaceStudent, StudentError
 
@@ -142,7 +144,7 @@ def child_main(shell, spec, inbox, outbox):
     report = _run_cells(shell, spec["cells"], deadline)
     wire.write_frame(outbox, wire.dump_reply(("ran", report)))
 
-    student = NamespaceStudent(shell.user_ns)
+    student = NamespaceStudent(shell.user_ns, resources)
     while True:
         try:
             request = wire.load_request(wire.read_frame(inbox))
@@ -171,10 +173,11 @@ class Worker:
     nothing the child left behind can reach the grader.
     """
 
-    def __init__(self, control):
+    def __init__(self, control, resources=None):
         from autograder import wire
 
         self.wire = wire
+        self.resources = resources
         self.control = control
         self.child = None
         self.child_cpu = None  # CPU seconds the last child used, once it is reaped
@@ -209,7 +212,7 @@ class Worker:
             code = 0
             try:
                 self.control.close()
-                child_main(self.shell, spec, channel, channel)
+                child_main(self.shell, spec, channel, channel, self.resources)
             except BaseException:
                 code = 1
             os._exit(code)
@@ -395,7 +398,7 @@ def _warm_up():
     import torch.nn.functional as F
     from torch.utils.data import DataLoader, TensorDataset
 
-    from autograder.student import NamespaceStudent, byte_tokenizer
+    from autograder.student import NamespaceStudent
 
     class Tiny(torch.nn.Module):
         def __init__(self):
@@ -424,9 +427,36 @@ def _warm_up():
     student.vjp(handle, [x], torch.ones(2, 3, 4))
     student.vjp(handle, [x], torch.ones(2, 3, 4), wrt="linear.weight")
     student.meta_forward(handle, x)
-    byte_tokenizer().encode("warm up")
     for _ in DataLoader(TensorDataset(torch.arange(6)), batch_size=2, shuffle=True):
         pass
+
+
+def _assignment_code():
+    """The assignment's own sandbox code, if any: pre-imports, then RESOURCES and its warm-up."""
+    import importlib
+    import json
+
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    try:
+        with open(os.path.join(here, "settings.json")) as handle:
+            settings = json.load(handle)
+    except (OSError, ValueError):
+        settings = {}
+    for name in settings.get("preimport", []):
+        try:
+            importlib.import_module(name)
+        except Exception:  # the assignment's choice; a submission that needs it will say so
+            pass
+    if not os.path.exists(os.path.join(here, "assignment_sandbox.py")):
+        return {}
+    import assignment_sandbox
+
+    if callable(getattr(assignment_sandbox, "warm_up", None)):
+        try:
+            assignment_sandbox.warm_up()
+        except Exception:  # only a speed-up: the probes themselves will report a real problem
+            pass
+    return dict(getattr(assignment_sandbox, "RESOURCES", {}))
 
 
 def main(control_fd, own_pid_namespace, scratch):
@@ -448,8 +478,9 @@ def main(control_fd, own_pid_namespace, scratch):
     torch.set_num_threads(1)
     keep_freed_memory()
     _warm_up()
+    resources = _assignment_code()
     _wipe(SCRATCH)
-    worker = Worker(control)
+    worker = Worker(control, resources)
     import gc
 
     gc.freeze()  # children never scan (and so never copy) the warm interpreter's objects

@@ -20,7 +20,7 @@ import os
 import shutil
 import tomllib
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 from pathlib import Path
 
 PACKAGE_CHECKOUT = Path(__file__).resolve().parent.parent
@@ -66,17 +66,9 @@ class Course:
         return Assignment(self, name)
 
     # -- what grading writes ------------------------------------------------------
-    @property
-    def gradebook(self):
-        return self.root / "gradebook.db"
-
-    @property
-    def submitted(self):
-        return self.root / "submitted"
-
-    @property
-    def autograded(self):
-        return self.root / "autograded"
+    gradebook = property(lambda self: self.root / "gradebook.db")
+    submitted = property(lambda self: self.root / "submitted")
+    autograded = property(lambda self: self.root / "autograded")
 
     def graded(self, name):
         return self.root / "graded" / name
@@ -124,21 +116,10 @@ class Assignment:
         return list(self.settings.get("sandbox", {}).get("preimport", []))
 
     # -- files --------------------------------------------------------------------
-    @property
-    def notebook_text(self):
-        return self.folder / "notebook.md"
-
-    @property
-    def checks(self):
-        return self.folder / "checks"
-
-    @property
-    def corpus(self):
-        return self.folder / "corpus.toml"
-
-    @property
-    def examples(self):
-        return self.folder / "examples.toml"
+    notebook_text = property(lambda self: self.folder / "notebook.md")
+    checks = property(lambda self: self.folder / "checks")
+    corpus = property(lambda self: self.folder / "corpus.toml")
+    examples = property(lambda self: self.folder / "examples.toml")
 
     @property
     def sandbox_code(self):
@@ -146,17 +127,33 @@ class Assignment:
         path = self.folder / "sandbox.py"
         return path if path.is_file() else None
 
-    @property
-    def solutions(self):
-        return self.course.root / "solutions" / f"{self.name}.py"
+    solutions = property(lambda self: self.course.root / "solutions" / f"{self.name}.py")
+    source_notebook = property(lambda self: self.course.root / "source" / self.name / f"{self.name}.ipynb")
+    release_notebook = property(lambda self: self.course.root / "release" / self.name / f"{self.name}.ipynb")
 
-    @property
-    def source_notebook(self):
-        return self.course.root / "source" / self.name / f"{self.name}.ipynb"
+    def sandbox_files(self):
+        """{file name: bytes} the sandbox gets of this assignment: its sandbox code and settings."""
+        import json
 
-    @property
-    def release_notebook(self):
-        return self.course.root / "release" / self.name / f"{self.name}.ipynb"
+        files = {"settings.json": json.dumps({"preimport": self.preimport}).encode()}
+        if self.sandbox_code:
+            files["assignment_sandbox.py"] = self.sandbox_code.read_bytes()
+        return files
+
+    def resources(self):
+        """RESOURCES of the assignment's sandbox code, for a student answered in this process."""
+        return _resources(str(self.sandbox_code)) if self.sandbox_code else {}
+
+    def hints(self):
+        """((error text, hint), ...) from hints.toml: what to tell a student whose code raised."""
+        path = self.folder / "hints.toml"
+        if not path.is_file():
+            return ()
+        try:
+            hints = tomllib.loads(path.read_text()).get("hint", [])
+        except tomllib.TOMLDecodeError as error:
+            raise CourseError(f"{path} is not valid TOML: {error}") from None
+        return tuple((hint["when"], hint.get("say", "")) for hint in hints)
 
     def grade_ids(self):
         """The graded cells that have hidden checks (test_<cell>.py)."""
@@ -167,6 +164,13 @@ def _is_course(folder):
     """A folder with exercises/ and an nbgrader config (as `autograder init` makes), or assignments."""
     exercises = folder / "exercises"
     return exercises.is_dir() and ((folder / "nbgrader_config.py").is_file() or any(exercises.glob(f"*/{SETTINGS}")))
+
+
+@lru_cache(maxsize=None)
+def _resources(path):
+    import runpy
+
+    return dict(runpy.run_path(path).get("RESOURCES", {}))
 
 
 def bundled_course():

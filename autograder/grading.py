@@ -62,10 +62,11 @@ def _setup(spec, slot, pin):
 
     if pin:
         _pin_to_one_core(slot)
+    assignment = Course(Path(spec.course)).assignment(spec.assignment)
     sandbox = _state["sandbox"] = Sandbox(slot, Limits(**spec.limits), spec.isolation == "none",
-                                          conceal=[spec.course])
+                                          conceal=[spec.course], extra_files=assignment.sandbox_files())
     sandbox.launch()  # first: it starts (about 3 s) while this process gets ready below
-    _prepare(spec)
+    _prepare(spec, assignment)
     verify()  # this process compares answers: its comparisons must be torch's own
     _state["checks"] = CheckSession(_state["assignment"])
     sandbox.await_hello()
@@ -89,7 +90,7 @@ def _pin_to_one_core(slot):
         pass
 
 
-def _prepare(spec):
+def _prepare(spec, assignment):
     """torch, and the assignment's source and release notebooks for sanitizing."""
     import torch
 
@@ -97,7 +98,7 @@ def _prepare(spec):
 
     torch.set_num_threads(1)
     keep_freed_memory()  # replies of many megabytes arrive all the time
-    assignment = _state["assignment"] = Course(Path(spec.course)).assignment(spec.assignment)
+    _state["assignment"] = assignment
     _state["source"] = nbformat.read(assignment.source_notebook, as_version=4)
     _state["release"] = nbformat.read(assignment.release_notebook, as_version=4)
 

@@ -13,7 +13,7 @@ import torch
 
 from . import reference as reference_module
 from .student import StudentError
-from .verdict import hint_for
+from .verdict import hint_for, use_hints
 
 
 @dataclass
@@ -50,6 +50,7 @@ def _short_repr(excinfo, style=None):
 class GradingPlugin:
     def __init__(self, assignment, student=None, seed=0):
         self.assignment = assignment
+        use_hints(assignment.hints())
         self.collect_errors = []  # why check files failed to load, for the instructor
         self.begin(student, seed)
 
@@ -59,6 +60,8 @@ class GradingPlugin:
 
     def begin(self, student, seed):
         """Grade `student` with inputs from `seed` from now on, with fresh results."""
+        if getattr(student, "resources", False) is None:  # answered in this process: the assignment's own
+            student.resources = self.assignment.resources()
         self._student, self.run_seed, self.results = student, seed, []
 
     def pytest_configure(self, config):

@@ -160,16 +160,20 @@ def _mount_namespace_works():
 
 
 # -- building the command ---------------------------------------------------------
-def _agent_dir():
+def _agent_dir(extra=None):
     """A world-readable copy of the sandbox's own code: no checks, no solutions.
+
+    `extra` ({file name: bytes}) is the assignment's sandbox code and settings, put
+    next to the `autograder` folder.
 
     Named after a hash of its contents and reused, so runs (even killed ones)
     leave at most one per version behind. It is trusted only if we own it and
     nobody else can write to it; otherwise a fresh private copy is made.
     """
     here = Path(__file__).resolve().parent
-    sources = {name: (here / name).read_bytes() for name in AGENT_FILES}
-    digest = hashlib.sha256(b"".join(sources[n] for n in AGENT_FILES)).hexdigest()[:16]
+    sources = {f"autograder/{name}": (here / name).read_bytes() for name in AGENT_FILES}
+    sources.update(extra or {})
+    digest = hashlib.sha256(b"".join(name.encode() + b"\0" + sources[name] for name in sorted(sources))).hexdigest()[:16]
     folder = Path(tempfile.gettempdir()) / f"autograder-agent-{os.geteuid()}-{digest}"
     if _trusted_copy(folder, sources):
         return folder
@@ -182,13 +186,15 @@ def _agent_dir():
 
 
 def _trusted_copy(folder, sources):
+    """Is `folder` exactly `sources` ({relative path: bytes}), ours and writable by nobody else?"""
     try:
-        paths = [folder, folder / "autograder", *(folder / "autograder" / n for n in [*sources, "__init__.py"])]
+        paths = [folder, folder / "autograder", folder / "autograder" / "__init__.py",
+                 *(folder / name for name in sources)]
         for path in paths:
             info = path.lstat()
             if info.st_uid != os.geteuid() or info.st_mode & 0o022 or path.is_symlink():
                 return False
-        return all((folder / "autograder" / n).read_bytes() == c for n, c in sources.items())
+        return all((folder / name).read_bytes() == content for name, content in sources.items())
     except OSError:
         return False
 
@@ -198,8 +204,8 @@ def _private_copy(sources):
     (folder / "autograder").mkdir()
     (folder / "autograder" / "__init__.py").write_text("")
     for name, content in sources.items():
-        (folder / "autograder" / name).write_bytes(content)
-    for path in [folder, folder / "autograder", *(folder / "autograder").iterdir()]:
+        (folder / name).write_bytes(content)
+    for path in [folder, folder / "autograder", *folder.iterdir(), *(folder / "autograder").iterdir()]:
         path.chmod(0o755 if path.is_dir() else 0o644)
     return folder
 
@@ -383,11 +389,13 @@ class Sandbox:
     (cell report, probes). The grader keeps the submission's deadline.
     """
 
-    def __init__(self, slot=0, limits=None, unsafe_no_sandbox=False, conceal=()):
+    def __init__(self, slot=0, limits=None, unsafe_no_sandbox=False, conceal=(), extra_files=None):
         """`unsafe_no_sandbox`: without bubblewrap, run the agent as a plain process (as
         another user when we are root) instead of refusing; `conceal`: folders (the
-        course) hidden from it then, where a private mount namespace allows."""
+        course) hidden from it then, where a private mount namespace allows;
+        `extra_files`: the assignment's sandbox code and settings (see agent.py)."""
         self.slot = slot
+        self.extra_files = dict(extra_files or {})
         self.limits = limits or Limits()
         self.unsafe_no_sandbox = unsafe_no_sandbox
         self.conceal = [str(c) for c in conceal]
@@ -433,7 +441,7 @@ class Sandbox:
     def prepare(self):
         """Everything before the process: the sandbox's own code folder (shared and reused)."""
         if self.agent is None:
-            self.agent = _agent_dir()
+            self.agent = _agent_dir(self.extra_files)
 
     def await_hello(self):
         try:
@@ -580,7 +588,7 @@ class Sandbox:
 
 # -- the student proxy -------------------------------------------------------------
 PROBES = ("kind", "value", "call", "call_with_modules", "new", "build", "structure", "parameters", "buffers",
-          "load_parameters", "forward", "vjp", "meta_forward", "dataset", "batches")
+          "load_parameters", "forward", "vjp", "meta_forward", "sequence", "iterate")
 
 
 class SandboxStudent:

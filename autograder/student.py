@@ -27,20 +27,19 @@ class StudentError(Exception):
     """The submission raised or returned something unusable (student-facing)."""
 
 
-class ByteTokenizer:
-    """Plain-data stand-in for "a one-token-per-byte tiktoken encoding".
+class Resource:
+    """Stands for an object that the assignment's own sandbox code makes (a tokenizer, say).
 
-    The encoding itself is built on the student's side by `byte_tokenizer`.
+    A check passes `Resource("name")` in a probe's arguments; the side that runs the
+    student's code builds the object with the assignment's `RESOURCES["name"]()`,
+    so the engine needs to know nothing about it.
     """
 
+    def __init__(self, name):
+        self.name = name
 
-def byte_tokenizer():
-    import tiktoken
-
-    return tiktoken.Encoding(
-        name="bytes", pat_str=r"\S+|\s+",
-        mergeable_ranks={bytes([i]): i for i in range(256)}, special_tokens={},
-    )
+    def __repr__(self):
+        return f"Resource({self.name!r})"
 
 
 @contextlib.contextmanager
@@ -108,8 +107,9 @@ class _CpuWatch(TorchDispatchMode):
 class NamespaceStudent:
     """Probes answered from a submission's namespace, in this process."""
 
-    def __init__(self, namespace):
+    def __init__(self, namespace, resources=None):
         self.namespace = namespace
+        self.resources = resources  # {name: factory}, the assignment's RESOURCES
         self._objects = {}
 
     # -- helpers -----------------------------------------------------------
@@ -128,9 +128,15 @@ class NamespaceStudent:
         return self._objects[handle]
 
     def _materialize(self, value):
-        if isinstance(value, ByteTokenizer):
-            return byte_tokenizer()
+        if isinstance(value, Resource):
+            if value.name not in (self.resources or {}):
+                raise KeyError(f"the assignment defines no resource {value.name!r} (RESOURCES in its sandbox.py)")
+            return self.resources[value.name]()
         return value
+
+    def _arguments(self, args, kwargs):
+        return ([self._materialize(a) for a in args],
+                {key: self._materialize(value) for key, value in (kwargs or {}).items()})
 
     # -- names and values ----------------------------------------------------
     def kind(self, name):
@@ -151,7 +157,7 @@ class NamespaceStudent:
 
     def call(self, name, *args, **kwargs):
         function = self._get(name)
-        args = [self._materialize(a) for a in args]
+        args, kwargs = self._arguments(args, kwargs)
         result = self._run(f"`{name}`", function, *args, **kwargs)
         return to_plain(result, f"`{name}`")
 
@@ -159,8 +165,9 @@ class NamespaceStudent:
     def new(self, class_name, args=(), kwargs=None, seed=None):
         """Build an instance (after torch.manual_seed(seed) if given); return a handle."""
         cls = self._get(class_name)
+        args, kwargs = self._arguments(args, kwargs)
         with seeded(seed):
-            instance = self._run(f"`{class_name}(...)`", cls, *args, **(kwargs or {}))
+            instance = self._run(f"`{class_name}(...)`", cls, *args, **kwargs)
         handle = f"{class_name}#{len(self._objects)}"
         self._objects[handle] = instance
         return handle
@@ -297,34 +304,34 @@ class NamespaceStudent:
         return report
 
     # -- data ----------------------------------------------------------------
-    def dataset(self, class_name, text, context_length, stride):
-        """len() and the first items of `class_name(text, byte tokenizer, ...)`."""
-        from torch.utils.data import Dataset
+    def sequence(self, name, args=(), kwargs=None):
+        """`name(*args, **kwargs)` as a sequence: its types, len() and first items."""
+        args, kwargs = self._arguments(args, kwargs)
+        made = self._run(f"`{name}(...)`", self._get(name), *args, **kwargs)
+        length = self._run(f"len() of `{name}(...)`", len, made)
+        if type(length) is not int:
+            raise StudentError(f"len() of `{name}(...)` is not a whole number.")
+        items = [self._run(f"item {i} of `{name}(...)`", made.__getitem__, i) for i in range(min(length, MAX_ITEMS))]
+        return {"types": _type_names(made), "length": length, "items": to_plain(items, f"an item of `{name}(...)`")}
 
-        dataset = self._run(f"`{class_name}(...)`", self._get(class_name),
-                            text, byte_tokenizer(), context_length, stride)
-        length = self._run("len(dataset)", len, dataset)
-        items = [self._run(f"dataset[{i}]", dataset.__getitem__, i) for i in range(min(length, MAX_ITEMS))]
-        return {"is_dataset": isinstance(dataset, Dataset), "length": length,
-                "items": to_plain(items, "dataset[i]")}
-
-    def batches(self, function_name, text, seed=0, **kwargs):
-        """Iterate the DataLoader `function_name(text, ..., tokenizer=<bytes>)` returns."""
-        from torch.utils.data import DataLoader
-
-        function = self._get(function_name)
+    def iterate(self, name, args=(), kwargs=None, seed=0):
+        """The first items that iterating over `name(*args, **kwargs)` gives, and its types."""
+        args, kwargs = self._arguments(args, kwargs)
         with seeded(seed):
-            loader = self._run(f"`{function_name}`", function, text,
-                               tokenizer=byte_tokenizer(), **kwargs)
+            made = self._run(f"`{name}`", self._get(name), *args, **kwargs)
 
-            def first_batches():
+            def first_items():
                 out = []
-                for batch in loader:
-                    out.append(batch)
+                for item in made:
+                    out.append(item)
                     if len(out) >= MAX_ITEMS:
                         break
                 return out
 
-            batches = self._run("iterating the loader", first_batches)
-        return {"is_loader": isinstance(loader, DataLoader), "batches": to_plain(batches, "a batch")}
+            items = self._run(f"iterating over what `{name}` returned", first_items)
+        return {"types": _type_names(made), "items": to_plain(items, f"an item from `{name}`")}
 
+
+def _type_names(value):
+    """Every class `value` is an instance of, as module.name (plain data a check can test)."""
+    return [f"{cls.__module__}.{cls.__qualname__}" for cls in type(value).__mro__]

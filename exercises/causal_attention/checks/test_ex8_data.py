@@ -2,7 +2,17 @@
 import pytest
 import torch
 
+from autograder.student import Resource
 from autograder.verdict import fail
+
+TOKENIZER = Resource("byte_tokenizer")  # made in the sandbox by this assignment's sandbox.py
+DATASET, LOADER = "torch.utils.data.dataset.Dataset", "torch.utils.data.dataloader.DataLoader"
+
+
+def batches(student, text, seed=0, **kwargs):
+    """What my_batch(text, tokenizer=<bytes>, **kwargs) gives when iterated: (is a DataLoader, batches)."""
+    got = student.iterate("my_batch", (text,), {"tokenizer": TOKENIZER, **kwargs}, seed=seed)
+    return LOADER in got["types"], got["items"]
 
 LETTERS = "abcdefghijklmnopqrstuvwxyz ,."
 
@@ -45,8 +55,8 @@ def test_dataset_windows(student, rng, context_length, stride):
     """MyData: one item per window, windows moved by `stride`, targets shifted by one token"""
     text = random_text(rng, 23)
     want = windows(text, context_length, stride)
-    data = student.dataset("MyData", text, context_length, stride)
-    if not data["is_dataset"]:
+    data = student.sequence("MyData", (text, TOKENIZER, context_length, stride))
+    if DATASET not in data["types"]:
         fail("MyData should be a subclass of torch.utils.data.Dataset.")
     if data["length"] != len(want):
         starts = list(range(0, len(text) - context_length, stride))
@@ -64,17 +74,16 @@ def test_batches_in_order(student, rng, drop_last):
     """my_batch: batches of (batch_size, context_length), in order, drop_last respected"""
     text = random_text(rng, 19)
     want = windows(text, 4, 1)  # 15 windows
-    got = student.batches("my_batch", text, batch_size=4, context_length=4, stride=1,
-                          shuffle=False, drop_last=drop_last)
-    if not got["is_loader"]:
+    is_loader, got = batches(student, text, batch_size=4, context_length=4, stride=1,
+                             shuffle=False, drop_last=drop_last)
+    if not is_loader:
         fail("my_batch should return a torch.utils.data.DataLoader.")
-    batches = got["batches"]
     expected_count = 3 if drop_last else 4
-    if len(batches) != expected_count:
+    if len(got) != expected_count:
         fail(f"15 windows in batches of 4 with drop_last={drop_last}: expected"
-             f" {expected_count} batches, got {len(batches)}. Pass drop_last to the DataLoader.")
+             f" {expected_count} batches, got {len(got)}. Pass drop_last to the DataLoader.")
     flat = []
-    for number, batch in enumerate(batches):
+    for number, batch in enumerate(got):
         size = 4 if number < 3 else 3
         if not (isinstance(batch, list) and len(batch) == 2):
             fail("Each batch should be a pair (inputs, targets).")
@@ -107,9 +116,9 @@ def test_shuffle(student, rng):
     """my_batch with shuffle=True gives every window once, in a new order"""
     text = random_text(rng, 34)
     want = sorted(map(str, windows(text, 4, 1)))  # 30 windows
-    got = student.batches("my_batch", text, batch_size=5, context_length=4, stride=1,
-                          shuffle=True, drop_last=False, seed=11)
-    pairs = window_pairs(got["batches"], 4)
+    _, got = batches(student, text, batch_size=5, context_length=4, stride=1,
+                     shuffle=True, drop_last=False, seed=11)
+    pairs = window_pairs(got, 4)
     if sorted(str((list(i), list(t))) for i, t in pairs) != want:
         fail("With shuffle=True every window should still appear exactly once.")
     if [str((list(i), list(t))) for i, t in pairs] == list(map(str, windows(text, 4, 1))):
@@ -120,9 +129,9 @@ def test_stride_and_tokenizer_used(student, rng):
     """my_batch passes stride and the given tokenizer on to MyData"""
     text = random_text(rng, 26)
     want = windows(text, 3, 3)  # 8 windows
-    got = student.batches("my_batch", text, batch_size=8, context_length=3, stride=3,
-                          shuffle=False, drop_last=False)
-    pairs = window_pairs(got["batches"], 3)
+    _, got = batches(student, text, batch_size=8, context_length=3, stride=3,
+                     shuffle=False, drop_last=False)
+    pairs = window_pairs(got, 3)
     if [inputs for inputs, _ in pairs[:len(want)]] != [w[0] for w in want]:
         fail("With stride=3, my_batch should give windows starting at 0, 3, 6, ... Pass stride"
              " to MyData, and use the tokenizer argument when it is given.")
