@@ -13,7 +13,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from .course import Course, CourseError
+from autograder.course import Course, CourseError
 
 console = Console(width=None if Console().is_terminal else 140)  # no cramped tables in logs
 
@@ -36,15 +36,15 @@ def _chosen(args):
 
 
 def cmd_build(args):
-    from .build import write_source
+    from autograder.authoring.build import write_source
 
     for assignment in _chosen(args):
         console.print(f"wrote {write_source(assignment)}")
 
 
 def cmd_release(args):
-    from .build import write_source
-    from .nbgrader_steps import generate_assignment
+    from autograder.authoring.build import write_source
+    from autograder.authoring.nbgrader_steps import generate_assignment
 
     for assignment in _chosen(args):
         write_source(assignment)
@@ -52,7 +52,7 @@ def cmd_release(args):
 
 
 def cmd_validate(args):
-    from .validate import validate
+    from autograder.authoring.validate import validate
 
     assignment = _assignment(args)
     console.print(f"Grading the solutions, the release and the corpus of {args.assignment} ...")
@@ -87,10 +87,10 @@ def cmd_validate(args):
 
 def cmd_demo(args):
     """Build and release, then grade the example submissions with `autograder grade`."""
-    from .batch import grade_batch
-    from .build import write_source
-    from .examples import write_examples
-    from .nbgrader_steps import generate_assignment
+    from autograder.grading.batch import grade_batch
+    from autograder.authoring.build import write_source
+    from autograder.authoring.examples import write_examples
+    from autograder.authoring.nbgrader_steps import generate_assignment
 
     course = _course(args)
     started = time.perf_counter()
@@ -113,7 +113,7 @@ def cmd_demo(args):
 
 def cmd_grade(args):
     """Grade submissions in sandboxes; results, grades.csv and the gradebook."""
-    from .batch import grade_batch
+    from autograder.grading.batch import grade_batch
 
     assignment = _assignment(args)
     may_run_student_code(args.unsafe_no_sandbox)
@@ -157,8 +157,8 @@ def cmd_grade(args):
 
 def cmd_feedback(args):
     """(Re)write feedback/<student>.html and report.html from the results of earlier runs."""
-    from .batch import read_source, write_pages
-    from .outputs import all_results
+    from autograder.grading.batch import read_source, write_pages
+    from autograder.outputs.results import all_results
 
     assignment = _assignment(args)
     out_dir = Path(args.out or assignment.course.graded(assignment.name))
@@ -177,7 +177,7 @@ def cmd_feedback(args):
 
 def cmd_gradescope(args):
     """Write the Gradescope autograder zip for an assignment."""
-    from .gradescope import build_bundle
+    from autograder.outputs.gradescope import build_bundle
 
     assignment = _assignment(args)
     target = build_bundle(assignment, args.out or assignment.course.root / "dist" / f"{args.assignment}-gradescope.zip",
@@ -189,8 +189,8 @@ def cmd_gradescope(args):
 
 def may_run_student_code(unsafe_no_sandbox):
     """Refuse (NoSandbox, PoisonedInterpreter) before anything runs; warn loudly when unsafe."""
-    from .sandbox import require_sandbox, unsafe_warning
-    from .selfcheck import verify
+    from autograder.grading.sandbox import require_sandbox, unsafe_warning
+    from autograder.grading.selfcheck import verify
 
     require_sandbox(unsafe_no_sandbox)
     verify(comparisons=False)
@@ -207,7 +207,7 @@ def _add_unsafe_flag(parser):
 
 def cmd_init(args):
     """An empty course folder, ready for `autograder new`."""
-    from .scaffold import init_course
+    from autograder.authoring.scaffold import init_course
 
     course = init_course(args.folder)
     console.print(f"created the course {course.root}; add an assignment with"
@@ -217,7 +217,7 @@ def cmd_init(args):
 
 def cmd_new(args):
     """A working assignment: one exercise, its solution, a check, a corpus mistake, two examples."""
-    from .scaffold import new_assignment
+    from autograder.authoring.scaffold import new_assignment
 
     assignment = new_assignment(_course(args), args.name, args.title)
     console.print(f"created {assignment.folder} and {assignment.solutions}. Next: `autograder release"
@@ -227,7 +227,7 @@ def cmd_new(args):
 
 def cmd_trust(args):
     """Record this machine's own .pth start-up files (run on a fresh machine, as setup.sh does)."""
-    from .selfcheck import trust_present_pth_files, trusted_list
+    from autograder.grading.selfcheck import trust_present_pth_files, trusted_list
 
     found = trust_present_pth_files()
     for path in found:
@@ -335,8 +335,8 @@ def main(argv=None):
         command.add_argument("--course", help="the course folder (default: the nearest folder at or above this"
                                               " one with exercises/, else the course bundled with this package)")
     args = parser.parse_args(argv)
-    from .sandbox import NoSandbox
-    from .selfcheck import PoisonedInterpreter
+    from autograder.grading.sandbox import NoSandbox
+    from autograder.grading.selfcheck import PoisonedInterpreter
 
     try:
         return args.func(args) or 0

@@ -25,6 +25,25 @@ class WireError(Exception):
     """The other side closed the pipe or sent something that is not a valid frame."""
 
 
+def keep_freed_memory():
+    """Let glibc reuse freed tensor memory instead of unmapping it at once.
+
+    By default every big tensor is a fresh mmap, paid for again in page faults
+    (about 3 us per 4 KB on our virtual machines) on each use. Both sides use
+    it: the sandbox, so that a forked child starts with free memory, and the
+    grading workers, which receive replies of many megabytes all the time.
+    """
+    M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None)
+        libc.mallopt(M_MMAP_THRESHOLD, 32 * 2**20)
+        libc.mallopt(M_TRIM_THRESHOLD, 512 * 2**20)
+    except (OSError, AttributeError):
+        pass
+
+
 IOV_MAX = 1024  # buffers one writev takes at most (Linux)
 
 

@@ -104,8 +104,8 @@ class InProcess:
         from IPython.core.interactiveshell import InteractiveShell
 
         from autograder.course import Course
-        from autograder.runner import CheckSession
-        from autograder.submissions import read_notebook, sanitize
+        from autograder.grading.runner import CheckSession
+        from autograder.grading.submissions import read_notebook, sanitize
 
         torch.set_num_threads(1)
         source = nbformat.read(course / "source/causal_attention/causal_attention.ipynb", as_version=4)
@@ -130,7 +130,7 @@ class InProcess:
 
     def warm(self, kind):
         """(cells, checks) seconds in this long-lived interpreter, as if students shared one."""
-        from autograder.student import NamespaceStudent
+        from autograder.inside.student import NamespaceStudent
 
         started = time.perf_counter()
         self._run_cells(kind)

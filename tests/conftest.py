@@ -4,10 +4,10 @@ import os
 
 import pytest
 
-from autograder import selfcheck
-from autograder.reference import solved_namespace
-from autograder.sandbox import isolation
-from autograder.validate import release_namespace
+from autograder.grading import selfcheck
+from autograder.authoring.reference import solved_namespace
+from autograder.grading.sandbox import isolation
+from autograder.authoring.validate import release_namespace
 
 from helpers import COURSE, new_course
 
@@ -88,8 +88,8 @@ def graded_examples(tmp_path_factory):
     Returns (course folder, {student: result})."""
     import nbformat
 
-    from autograder.batch import grade_batch
-    from autograder.examples import write_examples
+    from autograder.grading.batch import grade_batch
+    from autograder.authoring.examples import write_examples
     from helpers import assignment_of, make_notebook
 
     course = new_course(tmp_path_factory.mktemp("graded-course"))

@@ -4,7 +4,7 @@ import subprocess
 import nbformat
 
 from autograder.course import PACKAGE_CHECKOUT, Course, copy_course
-from autograder.examples import examples, filled_notebook
+from autograder.authoring.examples import examples, filled_notebook
 
 ASSIGNMENT = "causal_attention"
 COURSE = Course(PACKAGE_CHECKOUT)  # the course bundled with the package
@@ -64,7 +64,7 @@ def new_course(tmp_path):
 
 def sandbox_processes():
     """Processes still running as one of the sandbox uids."""
-    from autograder.sandbox import SANDBOX_UID_BASE
+    from autograder.grading.sandbox import SANDBOX_UID_BASE
 
     out = subprocess.run(["ps", "-eo", "uid=,pid=,stat=,args="], capture_output=True, text=True).stdout
     return [line for line in out.splitlines()  # zombies (Z) are already dead, waiting to be reaped

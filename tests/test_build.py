@@ -5,9 +5,9 @@ import re
 import nbformat
 import pytest
 
-from autograder.build import ExerciseError, build_cells, notebook_text, build_notebook
-from autograder.nbgrader_steps import generate_assignment
-from autograder.regions import read_regions
+from autograder.authoring.build import ExerciseError, build_cells, notebook_text, build_notebook
+from autograder.authoring.nbgrader_steps import generate_assignment
+from autograder.authoring.regions import read_regions
 
 from helpers import COURSE, assignment_of
 

@@ -2,9 +2,9 @@
 import pytest
 
 from autograder.course import copy_assignment
-from autograder.regions import read_regions, strip_solution_markers
-from autograder.runner import CheckSession, ChecksBroken, run_checks
-from autograder.student import NamespaceStudent
+from autograder.authoring.regions import read_regions, strip_solution_markers
+from autograder.grading.runner import CheckSession, ChecksBroken, run_checks
+from autograder.inside.student import NamespaceStudent
 
 from helpers import assignment_of
 

@@ -9,13 +9,13 @@ import json
 import pytest
 
 from autograder import cli
-from autograder import validate as validate_module
-from autograder.batch import read_source
-from autograder.corpus import SOLUTIONS, STUBS, judge, load
+from autograder.authoring import validate as validate_module
+from autograder.grading.batch import read_source
+from autograder.authoring.corpus import SOLUTIONS, STUBS, judge, load
 from autograder.course import copy_assignment
-from autograder.outputs import max_score_of, without_timings
-from autograder.submissions import grade_cells
-from autograder.validate import grade_corpus, validate
+from autograder.outputs.results import max_score_of, without_timings
+from autograder.grading.submissions import grade_cells
+from autograder.authoring.validate import grade_corpus, validate
 
 from helpers import COURSE
 
@@ -141,7 +141,7 @@ def test_a_weakened_check_is_reported(tmp_path, monkeypatch, capsys):
     (loosened.checks / "test_ex2.py").write_text(
         '"""Exercise 2, loosened: only the shape is checked."""\n'
         "import torch\n\n"
-        "from autograder.verdict import expect_tensor\n\n\n"
+        "from autograder.grading.verdict import expect_tensor\n\n\n"
         "def test_shape(student):\n"
         '    """Returns a tensor of the right shape"""\n'
         "    expect_tensor(student.call('mask_before_softmax', torch.ones(4, 4), 2), 'The result', shape=(4, 4))\n")
@@ -167,7 +167,7 @@ def test_a_weakened_check_is_reported(tmp_path, monkeypatch, capsys):
     ({"colour": "red"}, "unknown fields"),
 ])
 def test_malformed_corpus_entries_are_named(change, problem):
-    from autograder.corpus import CorpusError, _entry
+    from autograder.authoring.corpus import CorpusError, _entry
 
     good = {"name": "ex3-x", "exercise": "ex3", "outcome": "mistake", "about": "a", "diagnostic": "b",
             "edit": [{"cell": "ex3_answer", "old": "x", "new": "y"}]}

@@ -74,10 +74,10 @@ def test_commands_name_what_is_missing(tmp_path):
     assert done.returncode == 2 and "has no assignment 'nothing'" in done.stdout
     assert "Traceback" not in done.stdout + done.stderr
     with pytest.raises(CourseError, match="already holds a course"):
-        from autograder.scaffold import init_course
+        from autograder.authoring.scaffold import init_course
 
         init_course(COURSE.root)
-    from autograder.scaffold import new_assignment
+    from autograder.authoring.scaffold import new_assignment
 
     with pytest.raises(CourseError, match="cannot name an assignment"):
         new_assignment(COURSE, "Bad-Name")

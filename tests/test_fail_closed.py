@@ -9,7 +9,7 @@ import venv
 
 import pytest
 
-from autograder import selfcheck
+from autograder.grading import selfcheck
 
 from helpers import example, make_notebook, new_course, path_without_bwrap, write
 
@@ -50,7 +50,7 @@ def test_without_bubblewrap_grade_demo_and_gradescope_refuse_before_running_anyt
     root = tmp_path / "gradescope"
     (root / "submission").mkdir(parents=True)
     write(root / "submission", ASSIGNMENT, example("ada"))
-    gradescope = subprocess.run([sys.executable, "-m", "autograder.gradescope", ASSIGNMENT, "--root", root],
+    gradescope = subprocess.run([sys.executable, "-m", "autograder.outputs.gradescope", ASSIGNMENT, "--root", root],
                                 capture_output=True, text=True, env=no_bwrap, timeout=300)
     assert gradescope.returncode == 2 and "Refusing to run student code" in gradescope.stderr
     assert not (root / "results").exists()
@@ -148,7 +148,7 @@ def test_a_poisoned_interpreter_refuses_to_grade_and_names_the_file(tmp_path):
     recorded = subprocess.run([python, "-m", "autograder.cli", "trust-startup-files"], capture_output=True,
                               text=True, env=config)
     assert "zz-poison.pth" in "".join(recorded.stdout.split())
-    check = [python, "-c", "from autograder import selfcheck; print(selfcheck.startup_file_problems())"]
+    check = [python, "-c", "from autograder.grading import selfcheck; print(selfcheck.startup_file_problems())"]
     assert "zz-poison" not in subprocess.run(check, capture_output=True, text=True, env=config).stdout
     with open(pth, "a") as handle:
         handle.write("import os\n")
@@ -199,6 +199,6 @@ def test_patched_comparisons_are_found_and_named(monkeypatch):
 
 def test_a_fresh_python_still_has_genuine_comparisons():
     """After all the hostile notebooks this suite grades: nothing leaked into the interpreter."""
-    done = subprocess.run([sys.executable, "-c", "from autograder import selfcheck; selfcheck.verify(); print('ok')"],
+    done = subprocess.run([sys.executable, "-c", "from autograder.grading import selfcheck; selfcheck.verify(); print('ok')"],
                           capture_output=True, text=True)
     assert done.stdout.strip() == "ok", done.stdout + done.stderr

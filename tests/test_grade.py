@@ -10,9 +10,9 @@ import time
 import nbformat
 import pytest
 
-from autograder.batch import grade_batch
-from autograder.outputs import max_score_of
-from autograder.sandbox import Sandbox
+from autograder.grading.batch import grade_batch
+from autograder.outputs.results import max_score_of
+from autograder.grading.sandbox import Sandbox
 
 from helpers import EXAMPLES, ROOT, assignment_of, example, make_notebook, new_course, scores, settled_sandbox_processes, write
 
@@ -224,7 +224,7 @@ def test_attacks_leave_no_file_behind_outside_the_outputs(hostile):
     """The whole attack collection, graded: nothing on this machine changed but the batch's
     outputs (and system caches), and a fresh Python's comparisons are still torch's own."""
     assert hostile["changed"] == []
-    fresh = subprocess.run([sys.executable, "-c", "from autograder import selfcheck; selfcheck.verify(); print('ok')"],
+    fresh = subprocess.run([sys.executable, "-c", "from autograder.grading import selfcheck; selfcheck.verify(); print('ok')"],
                            capture_output=True, text=True)
     assert fresh.stdout.strip() == "ok", fresh.stdout + fresh.stderr
     results = hostile["results"]

@@ -5,8 +5,8 @@ import warnings
 import pytest
 import torch
 
-from autograder.kernel import grade_here
-from autograder.student import NamespaceStudent, StudentError, to_plain
+from autograder.grading.kernel import grade_here
+from autograder.inside.student import NamespaceStudent, StudentError, to_plain
 
 ASSIGNMENT = "causal_attention"
 

@@ -5,9 +5,9 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from autograder.examples import filled_notebook, write_examples
-from autograder.batch import grade_batch
-from autograder.nbgrader_steps import autograde, generate_assignment, gradebook_scores
+from autograder.authoring.examples import filled_notebook, write_examples
+from autograder.grading.batch import grade_batch
+from autograder.authoring.nbgrader_steps import autograde, generate_assignment, gradebook_scores
 
 from helpers import assignment_of, empty_answers, make_notebook, scores, submit
 

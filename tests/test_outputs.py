@@ -5,8 +5,8 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
-from autograder.outputs import GradebookWriter, gradebook_url, sync_gradebook
-from autograder.submissions import grade_cells, manual_cells
+from autograder.outputs.results import GradebookWriter, gradebook_url, sync_gradebook
+from autograder.grading.submissions import grade_cells, manual_cells
 from helpers import new_course
 
 ASSIGNMENT = "causal_attention"

@@ -73,7 +73,7 @@ def check_code_lines():
     students_write = "\n".join(p.read_text() for p in [*(ROOT / "solutions").glob("*.py"),
                                                          *(ROOT / "exercises").glob("*/notebook.md")])
     lines = set()
-    for path in [*(ROOT / "exercises").glob("*/checks/*.py"), ROOT / "autograder" / "checklib.py"]:
+    for path in [*(ROOT / "exercises").glob("*/checks/*.py"), ROOT / "autograder" / "grading" / "checklib.py"]:
         tree = ast.parse(path.read_text())
         strings = {node.lineno for node in ast.walk(tree) if isinstance(node, ast.Constant) and isinstance(node.value, str)}
         for number, line in enumerate(path.read_text().splitlines(), start=1):
@@ -180,9 +180,9 @@ def test_feedback_command_rewrites_the_pages(graded_examples, tmp_path):
 
 
 def test_report_lists_timeouts_tampering_and_bad_files():
-    from autograder.batch import read_source
-    from autograder.feedback import layout_of
-    from autograder.report import render_report
+    from autograder.grading.batch import read_source
+    from autograder.outputs.feedback import layout_of
+    from autograder.outputs.report import render_report
 
     def result(student, status, score, notes=(), errors=()):
         return {"score": score, "output": "This submission could not be graded: empty file.",

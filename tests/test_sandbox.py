@@ -7,8 +7,8 @@ import time
 import pytest
 import torch
 
-from autograder.sandbox import Limits, Sandbox, SandboxStudent
-from autograder.student import StudentError
+from autograder.grading.sandbox import Limits, Sandbox, SandboxStudent
+from autograder.inside.student import StudentError
 
 from helpers import ROOT, settled_sandbox_processes
 
@@ -258,7 +258,7 @@ def test_without_bubblewrap_root_still_hands_student_code_to_an_unprivileged_use
     """The opt-out's plain process is never root: in a private mount namespace where one
     can be made, else (Gradescope's Docker) as the slot's uid when it can reach Python;
     where neither works the grader refuses instead of running student code as root."""
-    from autograder import sandbox
+    from autograder.grading import sandbox
 
     monkeypatch.setattr(sandbox, "_plain", None)
     monkeypatch.setattr(sandbox, "_mount_namespace_works", lambda: False)

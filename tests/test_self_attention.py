@@ -8,13 +8,13 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from autograder.batch import grade_batch
-from autograder.examples import filled_notebook, write_examples
-from autograder.nbgrader_steps import autograde, generate_assignment, gradebook_scores
-from autograder.reference import solved_namespace
-from autograder.runner import run_checks
-from autograder.student import NamespaceStudent
-from autograder.validate import release_namespace
+from autograder.grading.batch import grade_batch
+from autograder.authoring.examples import filled_notebook, write_examples
+from autograder.authoring.nbgrader_steps import autograde, generate_assignment, gradebook_scores
+from autograder.authoring.reference import solved_namespace
+from autograder.grading.runner import run_checks
+from autograder.inside.student import NamespaceStudent
+from autograder.authoring.validate import release_namespace
 
 from helpers import assignment_of, empty_answers, make_notebook, scores, submit
 

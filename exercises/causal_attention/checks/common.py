@@ -1,9 +1,9 @@
 """Shared trusted-side steps for the `causal_attention` hidden checks."""
 import torch
 
-from autograder.verdict import expect_tensor, fail, shape_text
+from autograder.grading.verdict import expect_tensor, fail, shape_text
 
-from autograder.checklib import randn
+from autograder.grading.checklib import randn
 
 # "Your journey starts with one step": the book's six 3-d token embeddings.
 JOURNEY = torch.tensor([[0.43, 0.15, 0.89], [0.55, 0.87, 0.66], [0.57, 0.85, 0.64],

@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from autograder.verdict import diagnose_weights, expect_tensor
+from autograder.grading.verdict import diagnose_weights, expect_tensor
 
 from .common import random_scores, scale_mistakes, weights_from
 

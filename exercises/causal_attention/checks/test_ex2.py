@@ -2,9 +2,9 @@
 import pytest
 import torch
 
-from autograder.verdict import diagnose_weights, expect_tensor
+from autograder.grading.verdict import diagnose_weights, expect_tensor
 
-from autograder.checklib import randn
+from autograder.grading.checklib import randn
 from .common import random_scores, scale_mistakes, weights_from
 
 NAME = "mask_before_softmax"

@@ -2,9 +2,9 @@
 import pytest
 import torch
 
-from autograder.verdict import expect_tensor, fail
+from autograder.grading.verdict import expect_tensor, fail
 
-from autograder.checklib import expect_reference_output, paired, randn, student_forward
+from autograder.grading.checklib import expect_reference_output, paired, randn, student_forward
 from .common import expect_embeddings, expect_no_leak, expect_registered_heads, JOURNEY
 
 NAME = "MultiHeadAttention"

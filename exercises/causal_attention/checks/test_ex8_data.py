@@ -2,8 +2,8 @@
 import pytest
 import torch
 
-from autograder.student import Resource
-from autograder.verdict import fail
+from autograder.inside.student import Resource
+from autograder.grading.verdict import fail
 
 TOKENIZER = Resource("byte_tokenizer")  # made in the sandbox by this assignment's sandbox.py
 DATASET, LOADER = "torch.utils.data.dataset.Dataset", "torch.utils.data.dataloader.DataLoader"

@@ -2,10 +2,10 @@
 import pytest
 import torch
 
-from autograder.student import StudentError
-from autograder.verdict import expect_tensor, fail, hint_for
+from autograder.inside.student import StudentError
+from autograder.grading.verdict import expect_tensor, fail, hint_for
 
-from autograder.checklib import expect_reference_output, paired, student_forward
+from autograder.grading.checklib import expect_reference_output, paired, student_forward
 from .common import expect_moves_to_meta, language_model_mistakes
 
 NAME = "BadLM_V2"

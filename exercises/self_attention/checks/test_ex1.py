@@ -2,9 +2,9 @@
 import pytest
 import torch
 
-from autograder.verdict import close, expect_close, expect_tensor, fail
+from autograder.grading.verdict import close, expect_close, expect_tensor, fail
 
-from autograder.checklib import randn
+from autograder.grading.checklib import randn
 from .common import JOURNEY
 
 NAME = "attention_scores"

@@ -2,10 +2,10 @@
 import pytest
 import torch
 
-from autograder.student import StudentError
-from autograder.verdict import close, expect_close, expect_tensor, fail, name_mistake
+from autograder.inside.student import StudentError
+from autograder.grading.verdict import close, expect_close, expect_tensor, fail, name_mistake
 
-from autograder.checklib import randn
+from autograder.grading.checklib import randn
 
 CASES = [((5,), -1), ((3, 6), -1), ((3, 6), 0), ((2, 3, 4), 1)]
 IDS = ["1d", "2d", "2d-dim0", "3d-dim1"]

@@ -2,9 +2,9 @@
 import pytest
 import torch
 
-from autograder.verdict import expect_close, expect_tensor, fail, name_mistake, close
+from autograder.grading.verdict import expect_close, expect_tensor, fail, name_mistake, close
 
-from autograder.checklib import randn
+from autograder.grading.checklib import randn
 from .common import JOURNEY
 
 NAME = "context_vectors"

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 
-from autograder.checklib import expect_reference_output, randn, student_forward
+from autograder.grading.checklib import expect_reference_output, randn, student_forward
 from .common import expect_parameters, expect_seeded_first_row, expect_weight_rows, self_attention_mistakes
 
 NAME = "SelfAttention_v2"

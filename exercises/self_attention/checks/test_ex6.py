@@ -2,9 +2,9 @@
 import pytest
 import torch
 
-from autograder.verdict import close, expect_close, expect_tensor, fail, shape_text
+from autograder.grading.verdict import close, expect_close, expect_tensor, fail, shape_text
 
-from autograder.checklib import randn
+from autograder.grading.checklib import randn
 
 NAME = "copy_weights_v2_to_v1"
 PARTS = ("W_query", "W_key", "W_value")

@@ -2,10 +2,10 @@
 import pytest
 import torch
 
-from autograder.student import StudentError
-from autograder.verdict import expect_tensor, fail
+from autograder.inside.student import StudentError
+from autograder.grading.verdict import expect_tensor, fail
 
-from autograder.checklib import expect_reference_output, paired, randn
+from autograder.grading.checklib import expect_reference_output, paired, randn
 from .common import cross_attention_mistakes, expect_parameters, expect_weight_rows
 
 NAME = "CrossAttention"

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import nbformat
 
-from .course import Course
-from .sandbox import NoSandbox
-from .selfcheck import PoisonedInterpreter
-from .submissions import InvalidNotebook, grade_cells, read_notebook, sanitize, sha256
+from autograder.course import Course
+from autograder.grading.sandbox import NoSandbox
+from autograder.grading.selfcheck import PoisonedInterpreter
+from autograder.grading.submissions import InvalidNotebook, grade_cells, read_notebook, sanitize, sha256
 
 FAILED_CELLS_SHOWN = 5
 
@@ -56,9 +56,9 @@ def worker_setup(spec, slots=None, pin=False):
 
 
 def _setup(spec, slot, pin):
-    from .runner import CheckSession
-    from .sandbox import Limits, Sandbox
-    from .selfcheck import verify
+    from autograder.grading.runner import CheckSession
+    from autograder.grading.sandbox import Limits, Sandbox
+    from autograder.grading.selfcheck import verify
 
     if pin:
         _pin_to_one_core(slot)
@@ -94,7 +94,7 @@ def _prepare(spec, assignment):
     """torch, and the assignment's source and release notebooks for sanitizing."""
     import torch
 
-    from .agent import keep_freed_memory
+    from autograder.wire import keep_freed_memory
 
     torch.set_num_threads(1)
     keep_freed_memory()  # replies of many megabytes arrive all the time
@@ -154,7 +154,7 @@ def grade_job(submission):
 
 
 def grade_clean(spec, clean, base, started):
-    from .sandbox import SandboxStudent
+    from autograder.grading.sandbox import SandboxStudent
 
     sandbox = _state["sandbox"]
     points = grade_cells(_state["source"])
@@ -192,7 +192,7 @@ def _run_cells(sandbox, cells, seed):
     """The child's first reply. A sandbox that fails to start or to take the job is
     the grader's problem, not the student's: restart it once, then give up (the
     submission is then graded again on the next run)."""
-    from .sandbox import SandboxBroken
+    from autograder.grading.sandbox import SandboxBroken
 
     for attempt in range(2):
         try:
@@ -221,7 +221,7 @@ def _cell_report(reply):
 
 
 def build_result(spec, base, points, checks, notes, cell_errors, started):
-    from .runner import feedback_lines
+    from autograder.grading.runner import feedback_lines
 
     tests, total = [], 0.0
     for grade_id, cell_points in points.items():

@@ -24,9 +24,9 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from . import wire
+from autograder import wire
 
-AGENT_FILES = ("agent.py", "student.py", "wire.py")
+AGENT_FILES = ("wire.py", "inside/__init__.py", "inside/agent.py", "inside/student.py")  # in the package
 SANDBOX_UID_BASE = 61000  # one unprivileged uid per worker slot when the grader is root
 START_TIMEOUT = 120  # seconds for a cold sandbox to import torch
 KEEP_INBOX = 32 * 2**20  # bytes of reply buffer kept between replies
@@ -170,8 +170,8 @@ def _agent_dir(extra=None):
     leave at most one per version behind. It is trusted only if we own it and
     nobody else can write to it; otherwise a fresh private copy is made.
     """
-    here = Path(__file__).resolve().parent
-    sources = {f"autograder/{name}": (here / name).read_bytes() for name in AGENT_FILES}
+    package = Path(__file__).resolve().parent.parent
+    sources = {f"autograder/{name}": (package / name).read_bytes() for name in AGENT_FILES}
     sources.update(extra or {})
     digest = hashlib.sha256(b"".join(name.encode() + b"\0" + sources[name] for name in sorted(sources))).hexdigest()[:16]
     folder = Path(tempfile.gettempdir()) / f"autograder-agent-{os.geteuid()}-{digest}"
@@ -188,9 +188,9 @@ def _agent_dir(extra=None):
 def _trusted_copy(folder, sources):
     """Is `folder` exactly `sources` ({relative path: bytes}), ours and writable by nobody else?"""
     try:
-        paths = [folder, folder / "autograder", folder / "autograder" / "__init__.py",
-                 *(folder / name for name in sources)]
-        for path in paths:
+        files = [folder / "autograder" / "__init__.py", *(folder / name for name in sources)]
+        folders = {folder, *(parent for path in files for parent in path.parents if folder in parent.parents)}
+        for path in [*folders, *files]:
             info = path.lstat()
             if info.st_uid != os.geteuid() or info.st_mode & 0o022 or path.is_symlink():
                 return False
@@ -204,8 +204,9 @@ def _private_copy(sources):
     (folder / "autograder").mkdir()
     (folder / "autograder" / "__init__.py").write_text("")
     for name, content in sources.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / name).write_bytes(content)
-    for path in [folder, folder / "autograder", *folder.iterdir(), *(folder / "autograder").iterdir()]:
+    for path in [folder, *folder.rglob("*")]:
         path.chmod(0o755 if path.is_dir() else 0o644)
     return folder
 
@@ -332,7 +333,7 @@ def _socket_pair():
 
 
 def _agent_call(control, mode, scratch, agent, python=sys.executable):
-    code = ("import sys; sys.path.insert(0, sys.argv[1]); from autograder.agent import main; "
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); from autograder.inside.agent import main; "
             "main(int(sys.argv[2]), sys.argv[3] == 'pidns', sys.argv[4])")
     return [python, "-I", "-c", code, str(agent), str(control), mode, str(scratch)]
 
@@ -603,7 +604,7 @@ class SandboxStudent:
         self.lost_kind, self.lost = kind, lost_message(kind, detail)
 
     def _probe(self, method, args, kwargs):
-        from .student import StudentError
+        from autograder.inside.student import StudentError
 
         if self.lost:
             raise StudentError(self.lost)

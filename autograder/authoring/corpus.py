@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import nbformat
 
-from .examples import filled_notebook
+from autograder.authoring.examples import filled_notebook
 
 SOLUTIONS, STUBS = "reference-solutions", "untouched-release"
 OUTCOMES = ("mistake", "alternative")

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import nbformat
 
-from .corpus import SOLUTIONS, STUBS, check_outcomes, judge, load, write_submissions
-from .course import copy_assignment
+from autograder.authoring.corpus import SOLUTIONS, STUBS, check_outcomes, judge, load, write_submissions
+from autograder.course import copy_assignment
 
 
 def release_namespace(assignment):
@@ -72,8 +72,8 @@ def grade_corpus(assignment, folder, seed, jobs, out_dir, only=None, unsafe_no_s
 
     `only` limits the corpus to the entries with these names.
     """
-    from .batch import grade_batch, read_source
-    from .submissions import grade_cells
+    from autograder.grading.batch import grade_batch, read_source
+    from autograder.grading.submissions import grade_cells
 
     with tempfile.TemporaryDirectory(prefix="autograder-validate-") as scratch:
         copy = copy_assignment(assignment, Path(scratch) / "course", grading_only=True)

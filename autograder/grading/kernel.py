@@ -10,9 +10,9 @@ import io
 import os
 import warnings
 
-from .course import Course
-from .runner import feedback_lines, run_checks
-from .student import NamespaceStudent
+from autograder.course import Course
+from autograder.grading.runner import feedback_lines, run_checks
+from autograder.inside.student import NamespaceStudent
 
 
 class Score(float):

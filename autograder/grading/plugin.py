@@ -11,9 +11,9 @@ from dataclasses import dataclass
 import pytest
 import torch
 
-from . import reference as reference_module
-from .student import StudentError
-from .verdict import hint_for, use_hints
+from autograder.authoring import reference as reference_module
+from autograder.inside.student import StudentError
+from autograder.grading.verdict import hint_for, use_hints
 
 
 @dataclass

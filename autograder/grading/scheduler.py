@@ -11,9 +11,9 @@ import os
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from typing import Iterable, Iterator, Protocol
 
-from .grading import BatchSpec, grade_job, worker_setup
-from .sandbox import NoSandbox
-from .selfcheck import PoisonedInterpreter
+from autograder.grading.submission import BatchSpec, grade_job, worker_setup
+from autograder.grading.sandbox import NoSandbox
+from autograder.grading.selfcheck import PoisonedInterpreter
 
 REFUSALS = (NoSandbox, PoisonedInterpreter)  # a worker that must not grade stops the batch
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from .plugin import GradingPlugin
+from autograder.grading.plugin import GradingPlugin
 
 CHECKS_INI = Path(__file__).resolve().parent / "checks_pytest.ini"
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup, escape
 
-from .outputs import max_score_of
+from autograder.outputs.results import max_score_of
 
 EXERCISE = re.compile(r"\*\*(Exercise \w+)")
 HEADING = re.compile(r"^##\s+(?:\d+\w*\s*(?:\([^)]*\))?\.\s*)?(.+)$", re.MULTILINE)
@@ -51,7 +51,7 @@ def layout_of(source_nb):
 
 @lru_cache(maxsize=None)
 def environment():
-    env = Environment(loader=PackageLoader("autograder", "templates"),
+    env = Environment(loader=PackageLoader("autograder.outputs", "templates"),
                       autoescape=select_autoescape(["html", "j2"]), trim_blocks=True, lstrip_blocks=True)
     env.filters["points"] = lambda value: f"{value:g}"
     env.filters["code"] = inline_code

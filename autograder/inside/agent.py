@@ -121,7 +121,7 @@ def _run_cells(shell, cells, deadline):
 
 def child_main(shell, spec, inbox, outbox, resources=None):
     from autograder import wire
-    from autograder.student import NamespaceStudent, StudentError
+    from autograder.inside.student import NamespaceStudent, StudentError
 
     os.setsid()
     _fresh_dirs()
@@ -372,22 +372,6 @@ def _make_shell():
     return shell
 
 
-def keep_freed_memory():
-    """Let glibc reuse freed tensor memory instead of unmapping it at once.
-
-    By default every big tensor is a fresh mmap, paid for again in page faults
-    (about 3 us per 4 KB on our virtual machines) on each use. Used here, so
-    that a forked child starts with free memory, and by the grading workers.
-    """
-    M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
-    try:
-        libc = ctypes.CDLL(None)
-        libc.mallopt(M_MMAP_THRESHOLD, 32 * 2**20)
-        libc.mallopt(M_TRIM_THRESHOLD, 512 * 2**20)
-    except (OSError, AttributeError):
-        pass
-
-
 def _warm_up():
     """Pay torch's first-call costs once, here, so that every forked child starts warm.
 
@@ -398,7 +382,7 @@ def _warm_up():
     import torch.nn.functional as F
     from torch.utils.data import DataLoader, TensorDataset
 
-    from autograder.student import NamespaceStudent
+    from autograder.inside.student import NamespaceStudent
 
     class Tiny(torch.nn.Module):
         def __init__(self):
@@ -436,7 +420,7 @@ def _assignment_code():
     import importlib
     import json
 
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the agent folder
     try:
         with open(os.path.join(here, "settings.json")) as handle:
             settings = json.load(handle)
@@ -476,6 +460,8 @@ def main(control_fd, own_pid_namespace, scratch):
     import torch
 
     torch.set_num_threads(1)
+    from autograder.wire import keep_freed_memory
+
     keep_freed_memory()
     _warm_up()
     resources = _assignment_code()

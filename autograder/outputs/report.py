@@ -11,8 +11,8 @@ import re
 import statistics
 from collections import defaultdict
 
-from .feedback import _css, environment
-from .outputs import max_score_of
+from autograder.outputs.feedback import _css, environment
+from autograder.outputs.results import max_score_of
 
 NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:e-?\d+)?")
 SHOWN_DIAGNOSTICS = 15

@@ -5,7 +5,7 @@ points, `setup.sh` and `run_autograder`, next to this package and a course
 holding just that assignment (its exercise folder, solutions, source and
 release). On Gradescope the zip is unpacked to /autograder/source, which is
 then the course; `run_autograder` calls
-`python -m autograder.gradescope ASSIGNMENT`, which grades the notebook in
+`python -m autograder.outputs.gradescope ASSIGNMENT`, which grades the notebook in
 /autograder/submission with the same sandboxed grader as `autograder grade`
 and writes /autograder/results/results.json.
 """
@@ -19,7 +19,7 @@ import zipfile
 from functools import lru_cache
 from pathlib import Path
 
-from .course import PACKAGE_CHECKOUT, Course, CourseError, copy_assignment
+from autograder.course import PACKAGE_CHECKOUT, Course, CourseError, copy_assignment
 
 SCHEMA = Path(__file__).with_name("gradescope_results.schema.json")
 PACKAGE = ("autograder", "pyproject.toml")  # this package, installed from the bundle by setup.sh
@@ -43,7 +43,7 @@ set -euo pipefail
 ROOT="${{AUTOGRADER_ROOT:-/autograder}}"
 PYTHON="${{AUTOGRADER_PYTHON:-$ROOT/venv/bin/python}}"
 cd "$ROOT/source"
-exec "$PYTHON" -m autograder.gradescope {assignment} --root "$ROOT"{flags}
+exec "$PYTHON" -m autograder.outputs.gradescope {assignment} --root "$ROOT"{flags}
 """
 
 
@@ -122,9 +122,9 @@ def grade_submission(name, root, unsafe_no_sandbox=False):
     """Grade root/submission into root/results/results.json; return the results dict.
 
     Raises NoSandbox (nothing written) when there is no working sandbox and no opt-out."""
-    from .batch import grade_batch, read_source
-    from .feedback import layout_of
-    from .sandbox import require_sandbox, unsafe_warning
+    from autograder.grading.batch import grade_batch, read_source
+    from autograder.outputs.feedback import layout_of
+    from autograder.grading.sandbox import require_sandbox, unsafe_warning
 
     require_sandbox(unsafe_no_sandbox)
     root = Path(root)
@@ -177,15 +177,15 @@ def with_titles(result, layout):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m autograder.gradescope",
+    parser = argparse.ArgumentParser(prog="python -m autograder.outputs.gradescope",
                                      description="Grade a Gradescope submission (run by run_autograder).")
     parser.add_argument("assignment")
     parser.add_argument("--root", default="/autograder", help="Gradescope's /autograder folder")
     parser.add_argument("--unsafe-no-sandbox", action="store_true",
                         help="grade without bubblewrap (as a separate user) instead of refusing")
     args = parser.parse_args(argv)
-    from .sandbox import NoSandbox
-    from .selfcheck import PoisonedInterpreter
+    from autograder.grading.sandbox import NoSandbox
+    from autograder.grading.selfcheck import PoisonedInterpreter
 
     try:
         results = grade_submission(args.assignment, args.root, args.unsafe_no_sandbox)

@@ -3,9 +3,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .outputs import (GradebookWriter, all_results, already_graded, batch_seed, record_wall_time,
+from autograder.outputs.results import (GradebookWriter, all_results, already_graded, batch_seed, record_wall_time,
                       sync_gradebook, write_grades_csv, write_result)
-from .submissions import discover, grade_cells, sha256
+from autograder.grading.submissions import discover, grade_cells, sha256
 
 
 @dataclass
@@ -27,10 +27,10 @@ def grade_batch(assignment, paths, out_dir=None, jobs=2, limits=None, force=Fals
     """Grade `paths` (submissions of `assignment`, an `Assignment` of its course) and write
     every output. Raises NoSandbox or PoisonedInterpreter, before any submission runs or
     anything is written, when grading must not happen."""
-    from .grading import BatchSpec
-    from .sandbox import require_sandbox
-    from .scheduler import LocalScheduler
-    from .selfcheck import verify
+    from autograder.grading.submission import BatchSpec
+    from autograder.grading.sandbox import require_sandbox
+    from autograder.grading.scheduler import LocalScheduler
+    from autograder.grading.selfcheck import verify
 
     isolation = require_sandbox(unsafe_no_sandbox)
     verify(comparisons=False)  # the workers check the comparisons once they have torch
@@ -78,9 +78,9 @@ def grade_batch(assignment, paths, out_dir=None, jobs=2, limits=None, force=Fals
 
 def write_pages(assignment, out_dir, results, source, new_results=None):
     """feedback/<student>.html (for `new_results`, default all) and report.html."""
-    from .feedback import layout_of, write_feedback
-    from .outputs import read_batch_file
-    from .report import render_report
+    from autograder.outputs.feedback import layout_of, write_feedback
+    from autograder.outputs.results import read_batch_file
+    from autograder.outputs.report import render_report
 
     layout = layout_of(source)
     write_feedback(out_dir, results if new_results is None else new_results, layout)

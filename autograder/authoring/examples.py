@@ -8,8 +8,8 @@ import tomllib
 
 import nbformat
 
-from .course import CourseError
-from .regions import read_regions, strip_solution_markers
+from autograder.course import CourseError
+from autograder.authoring.regions import read_regions, strip_solution_markers
 
 CONCEPT_ANSWER = "Masking hides future tokens so that each position only uses the past."
 

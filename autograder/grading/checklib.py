@@ -5,8 +5,8 @@ identical parameters (copied by name) and running both on the same input.
 """
 import torch
 
-from autograder.student import seeded
-from autograder.verdict import close, expect_close, expect_tensor, fail, name_mistake, shape_text
+from autograder.inside.student import seeded
+from autograder.grading.verdict import close, expect_close, expect_tensor, fail, name_mistake, shape_text
 
 
 def randn(rng, *shape):

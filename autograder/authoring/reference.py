@@ -3,7 +3,7 @@ import functools
 import types
 from pathlib import Path
 
-from .regions import is_script, read_regions, strip_solution_markers
+from autograder.authoring.regions import is_script, read_regions, strip_solution_markers
 
 
 def load(solutions):

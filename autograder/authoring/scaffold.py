@@ -9,7 +9,7 @@ import keyword
 import re
 from pathlib import Path
 
-from .course import SETTINGS, Course, CourseError
+from autograder.course import SETTINGS, Course, CourseError
 
 NBGRADER_CONFIG = '''"""This folder is an nbgrader course directory: source/, release/, submitted/ ..."""
 c = get_config()  # noqa: F821 (provided by nbgrader)
@@ -95,7 +95,7 @@ def scale(x, factor):
 CHECK_PY = '''"""Exercise 1: scale(x, factor)."""
 import torch
 
-from autograder.verdict import expect_close, expect_tensor, fail
+from autograder.grading.verdict import expect_close, expect_tensor, fail
 
 
 def test_scales_every_element(student, rng):

@@ -1,0 +1,1 @@
+"""For instructors: build notebooks, release them, examples, the corpus, validate."""
