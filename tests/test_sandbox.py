@@ -41,7 +41,7 @@ def sandbox():
     box = Sandbox(0, Limits(timeout=15, memory_bytes=1 * 2**30))
     box.start()
     yield box
-    box.cleanup()
+    box.close()
 
 
 def expect_stopped_in_time(box, student, within):
@@ -172,7 +172,7 @@ def test_an_endless_loop_is_stopped_and_the_sandbox_is_reused(sandbox):
         box.finish()
         expect_reusable(box)
     finally:
-        box.cleanup()
+        box.close()
 
 
 @pytest.mark.parametrize("ending", ["os._exit(0)", "sys.exit(0)", "raise KeyboardInterrupt",
@@ -234,7 +234,7 @@ def f(x):
         expect_stopped_in_time(box, student, within=5)
         expect_reusable(box)
     finally:
-        box.cleanup()
+        box.close()
 
 
 def test_locked_folders_are_wiped_and_shared_memory_gets_a_fresh_sandbox(sandbox):
@@ -329,4 +329,4 @@ def test_every_writable_place_together_holds_at_most_the_scratch_limit_and_is_wi
                                          "/dev/shm": ["home", "output.txt", "work"], ".": [], "/tmp/home": []}
         box.finish()
     finally:
-        box.cleanup()
+        box.close()

@@ -3,6 +3,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from autograder.course import write_atomically
 from autograder.outputs.results import (GradebookWriter, all_results, already_graded, batch_seed, record_wall_time,
                       sync_gradebook, write_grades_csv, write_result)
 from autograder.grading.submissions import discover, grade_cells, sha256
@@ -16,10 +17,6 @@ class BatchReport:
     seconds: float = 0.0
     out_dir: Path = None
     phases: dict = field(default_factory=dict)  # wall seconds per step, for benchmarks
-
-    @property
-    def failed(self):
-        return [r for r in self.graded if r["extra_data"]["status"] != "graded"]
 
 
 def grade_batch(assignment, paths, out_dir=None, jobs=2, limits=None, force=False, seed=None,
@@ -85,11 +82,7 @@ def write_pages(assignment, out_dir, results, source, new_results=None):
     layout = layout_of(source)
     write_feedback(out_dir, results if new_results is None else new_results, layout)
     page = render_report(assignment, results, layout, read_batch_file(out_dir).get("last_wall_time"))
-    target = Path(out_dir) / "report.html"
-    temporary = target.with_name(".report.html.partial")
-    temporary.write_text(page)
-    temporary.replace(target)
-    return target
+    return write_atomically(Path(out_dir) / "report.html", page)
 
 
 def read_source(assignment):

@@ -56,12 +56,6 @@ def paired(student, reference, class_name, args, rng, overrides=None, **kwargs):
     return handle, ref
 
 
-def reference_forward(module, *inputs, train=False):
-    module.train(train)
-    with torch.no_grad():
-        return module(*inputs)
-
-
 def student_forward(student, handle, *inputs, shape, what="The output"):
     return expect_tensor(student.forward(handle, *inputs), what, shape=shape)
 

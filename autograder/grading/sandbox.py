@@ -486,9 +486,6 @@ class Sandbox:
             shutil.rmtree(self.scratch, ignore_errors=True)
             self.scratch = None
 
-    def cleanup(self, graceful=True):
-        self.close(graceful)  # the agent folder stays: it is shared and reused
-
     def _drop_channel(self):
         if self.channel is not None:
             self.channel.close()

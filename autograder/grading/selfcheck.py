@@ -119,11 +119,10 @@ def trust_present_pth_files():
     except OSError:
         kept = []
     lines = kept + [f"{_digest(path)} {path}" for path in found if _digest(path)]
+    from autograder.course import write_atomically
+
     os.makedirs(os.path.dirname(target), exist_ok=True)
-    partial = f"{target}.{os.getpid()}.partial"
-    with open(partial, "w", encoding="utf-8") as handle:
-        handle.write("".join(line + "\n" for line in lines))
-    os.replace(partial, target)
+    write_atomically(target, "".join(line + "\n" for line in lines))
     return found
 
 

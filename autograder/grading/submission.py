@@ -12,7 +12,7 @@ from pathlib import Path
 
 import nbformat
 
-from autograder.course import Course
+from autograder.course import Course, write_atomically
 from autograder.grading.sandbox import NoSandbox
 from autograder.grading.selfcheck import PoisonedInterpreter
 from autograder.grading.submissions import InvalidNotebook, grade_cells, read_notebook, sanitize, sha256
@@ -109,7 +109,7 @@ def worker_teardown():
         checks.close()
     sandbox = _state.pop("sandbox", None)
     if sandbox:
-        sandbox.cleanup(graceful=False)
+        sandbox.close(graceful=False)
     # Skip the interpreter's slow tear-down of torch and friends: results were sent.
     os._exit(0)
 
@@ -289,10 +289,7 @@ def write_autograded(spec, student_id, notebook, result):
     _unique_ids(notebook)
     folder = Path(spec.autograded_dir) / student_id / spec.assignment
     folder.mkdir(parents=True, exist_ok=True)
-    target = folder / f"{spec.assignment}.ipynb"
-    temporary = target.with_suffix(".ipynb.partial")
-    nbformat.write(notebook, temporary)
-    os.replace(temporary, target)
+    write_atomically(folder / f"{spec.assignment}.ipynb", nbformat.writes(notebook))
 
 
 def _unique_ids(notebook):

@@ -13,6 +13,7 @@ from pathlib import Path
 from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup, escape
 
+from autograder.course import write_atomically
 from autograder.outputs.results import max_score_of
 
 EXERCISE = re.compile(r"\*\*(Exercise \w+)")
@@ -120,8 +121,5 @@ def write_feedback(out_dir, results, layout):
     paths = []
     for result in results:
         path = feedback_path(out_dir, result["extra_data"]["student_id"])
-        temporary = path.with_name(f".{path.name}.partial")
-        temporary.write_text(render_feedback(result, layout))
-        temporary.replace(path)
-        paths.append(path)
+        paths.append(write_atomically(path, render_feedback(result, layout)))
     return paths

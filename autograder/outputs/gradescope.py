@@ -19,7 +19,7 @@ import zipfile
 from functools import lru_cache
 from pathlib import Path
 
-from autograder.course import PACKAGE_CHECKOUT, Course, CourseError, copy_assignment
+from autograder.course import PACKAGE_CHECKOUT, Course, CourseError, copy_assignment, write_atomically
 
 SCHEMA = Path(__file__).with_name("gradescope_results.schema.json")
 PACKAGE = ("autograder", "pyproject.toml")  # this package, installed from the bundle by setup.sh
@@ -160,9 +160,7 @@ def grade_submission(name, root, unsafe_no_sandbox=False):
     problems = schema_errors(results)
     if problems:  # our bug, not the student's: say so rather than upload something Gradescope rejects
         raise RuntimeError(f"results.json would not match Gradescope's format: {problems[:3]}")
-    partial = results_file.with_name(".results.json.partial")
-    partial.write_text(json.dumps(results, indent=1))
-    partial.replace(results_file)
+    write_atomically(results_file, json.dumps(results, indent=1))
     return results
 
 

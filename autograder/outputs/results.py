@@ -7,11 +7,13 @@ grades.csv and the gradebook are rebuilt from them at the end of every run.
 """
 import contextlib
 import csv
+import io
 import json
-import os
 import secrets
 import warnings
 from pathlib import Path
+
+from autograder.course import write_atomically
 
 BATCH_FILE = ".batch.json"  # a dot-name: no student id can collide with it
 
@@ -21,10 +23,7 @@ def result_path(out_dir, student_id):
 
 
 def write_result(out_dir, result):
-    target = result_path(out_dir, result["extra_data"]["student_id"])
-    temporary = target.with_name(f".{target.name}.{os.getpid()}.partial")
-    temporary.write_text(json.dumps(result, indent=1))
-    os.replace(temporary, target)
+    write_atomically(result_path(out_dir, result["extra_data"]["student_id"]), json.dumps(result, indent=1))
 
 
 def max_score_of(result):
@@ -98,10 +97,7 @@ def record_wall_time(out_dir, seconds):
 
 
 def _write_batch_file(out_dir, data):
-    path = Path(out_dir) / BATCH_FILE
-    temporary = path.with_name(f"{path.name}.{os.getpid()}.partial")
-    temporary.write_text(json.dumps(data))
-    os.replace(temporary, path)  # atomic: a kill -9 never leaves half a seed behind
+    write_atomically(Path(out_dir) / BATCH_FILE, json.dumps(data))  # a kill -9 never leaves half a seed
 
 
 def _sandbox_column(extra):
@@ -112,19 +108,16 @@ def _sandbox_column(extra):
 
 def write_grades_csv(out_dir, results, grade_ids):
     """student id, score per graded cell, total, status, notes, and the sandbox it ran in."""
-    target = Path(out_dir) / "grades.csv"
-    temporary = target.with_name(".grades.csv.partial")
-    with open(temporary, "w", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(["student_id", *grade_ids, "total", "max_score", "status", "notes", "sandbox"])
-        for result in sorted(results, key=lambda r: r["extra_data"]["student_id"]):
-            extra = result["extra_data"]
-            scores = {t["name"]: t["score"] for t in result.get("tests", [])}
-            writer.writerow([extra["student_id"], *[_number(scores.get(g)) for g in grade_ids],
-                             _number(result["score"]), _number(max_score_of(result)), extra["status"],
-                             "; ".join(extra.get("notes", [])), _sandbox_column(extra)])
-    os.replace(temporary, target)
-    return target
+    handle = io.StringIO(newline="")
+    writer = csv.writer(handle)
+    writer.writerow(["student_id", *grade_ids, "total", "max_score", "status", "notes", "sandbox"])
+    for result in sorted(results, key=lambda r: r["extra_data"]["student_id"]):
+        extra = result["extra_data"]
+        scores = {t["name"]: t["score"] for t in result.get("tests", [])}
+        writer.writerow([extra["student_id"], *[_number(scores.get(g)) for g in grade_ids],
+                         _number(result["score"]), _number(max_score_of(result)), extra["status"],
+                         "; ".join(extra.get("notes", [])), _sandbox_column(extra)])
+    return write_atomically(Path(out_dir) / "grades.csv", handle.getvalue())
 
 
 def _number(value):
