@@ -351,6 +351,10 @@ def load_reply(payload):
                 raise WireError("reply is too big or nested too deeply")
             message = json.loads(text)
         elif kind == TORCH:
+            if bytes(body[:4]) == b"PK\x03\x04":
+                # torch.load's zip format reads its pickle with readinto (not counted against
+                # MAX_PICKLE_BYTES) and may inflate it: dump_reply never writes it, so refuse
+                raise WireError("reply in a format the sandbox never sends")
             # the unpickler reads byte by byte: a Python reader would slow small replies
             source = _Reader(body) if body.nbytes > MAX_PICKLE_BYTES else _Recorded(body)
             message = torch.load(source, weights_only=True, map_location="cpu")

@@ -330,3 +330,28 @@ def test_every_writable_place_together_holds_at_most_the_scratch_limit_and_is_wi
         box.finish()
     finally:
         box.close()
+
+
+SCAN_MEMORY = """
+import ctypes
+needle = ("Qz7" * 4).encode()
+hits = 0
+with open("/proc/self/maps") as maps:
+    regions = [line.split() for line in maps]
+for fields in regions:  # every private writable mapping: the heap and what malloc mapped
+    if fields[1].startswith("rw") and (len(fields) < 6 or fields[5] == "[heap]"):
+        start, end = (int(x, 16) for x in fields[0].split("-"))
+        hits += ctypes.string_at(start, end - start).count(needle)
+"""
+
+
+def test_the_next_student_cannot_find_an_earlier_students_code_in_memory(sandbox):
+    """Cells go straight to the submission's own process: the warm worker, whose heap every
+    later child inherits, never holds them."""
+    reply, _ = run(sandbox, "secret = '" + "Qz7" * 70_000 + "'")  # 210 KB of one student's code
+    assert reply[0] == "ran"
+    sandbox.finish()
+    reply, student = run(sandbox, SCAN_MEMORY)
+    assert reply[0] == "ran" and not reply[1][0]["error"], reply
+    assert student.value("hits") < 100  # its own needle, a few times; a leak would give ~17 500
+    sandbox.finish()

@@ -217,6 +217,15 @@ def test_a_hostile_reply_costs_the_grader_little_memory_and_time(case):
         assert measured["grown_mb"] < 3 * wire.MAX_JSON_BYTES / 2**20, measured
 
 
+def test_a_zip_format_reply_is_refused():
+    """torch.save's zip format would read an unbounded (and compressed) pickle: never accepted."""
+    stream = io.BytesIO()
+    torch.save(("ok", [[]] * 10), stream)  # the default format: zip
+    assert stream.getvalue()[:4] == b"PK\x03\x04"
+    with pytest.raises(wire.WireError, match="never sends"):
+        wire.load_reply(bytearray(wire.TORCH + stream.getvalue()))
+
+
 def test_a_reply_frame_is_refused_by_its_kind_before_its_body_is_read():
     ours, theirs = socket.socketpair()
     with ours, theirs:

@@ -144,7 +144,8 @@ def suspicious_startup_files(trusted=None):
             name = os.path.basename(path) if not path.endswith("__init__.py") else os.path.basename(os.path.dirname(path))
             found[os.path.realpath(path)] = f"{name.removesuffix('.py')} runs in every Python process"
     for folder in {os.path.realpath(p) for p in _pth_dirs()}:
-        suspects = [p for p in sorted(glob.glob(os.path.join(folder, "*.pth"))) if _runs_code(p)]
+        names = sorted(n for n in os.listdir(folder) if n.endswith(".pth"))  # site.py reads .x.pth too
+        suspects = [p for p in (os.path.join(folder, n) for n in names) if _runs_code(p)]
         recorded = _recorded_by_packages(folder, suspects) if suspects else set()
         for path in suspects:
             if os.path.basename(path) not in recorded:

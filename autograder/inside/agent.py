@@ -123,6 +123,7 @@ def child_main(shell, spec, inbox, outbox, resources=None):
     from autograder import wire
     from autograder.inside.student import NamespaceStudent, StudentError
 
+    cells = wire.load_request(wire.read_frame(inbox))  # from the grader, never through the worker
     os.setsid()
     _fresh_dirs()
     output = os.open(os.path.join(SCRATCH, "output.txt"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -141,7 +142,7 @@ def child_main(shell, spec, inbox, outbox, resources=None):
     # seed call with a stack trace for every GPU backend (about 2 ms)
     torch.default_generator.manual_seed(spec["seed"])
     deadline = time.monotonic() + spec["timeout"]
-    report = _run_cells(shell, spec["cells"], deadline)
+    report = _run_cells(shell, cells, deadline)
     wire.write_frame(outbox, wire.dump_reply(("ran", report)))
 
     student = NamespaceStudent(shell.user_ns, resources)
