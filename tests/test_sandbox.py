@@ -355,3 +355,18 @@ def test_the_next_student_cannot_find_an_earlier_students_code_in_memory(sandbox
     assert reply[0] == "ran" and not reply[1][0]["error"], reply
     assert student.value("hits") < 100  # its own needle, a few times; a leak would give ~17 500
     sandbox.finish()
+
+
+@pytest.mark.parametrize("meddle", [
+    "import os, resource\nresource.prlimit(os.getppid(), resource.RLIMIT_NOFILE, (8, 8))",
+    "import os\nos.setpriority(os.PRIO_PROCESS, os.getppid(), 19)",
+    "import os\nos.chmod('/tmp', 0o555)",
+])
+def test_a_submission_that_meddles_with_its_worker_gets_a_fresh_sandbox(sandbox, meddle):
+    """A child has the worker's uid: whatever it changes there would reach the next student,
+    so a changed worker is replaced, and the next student is graded normally."""
+    reply, _ = run(sandbox, meddle)
+    assert reply[0] == "ran" and not reply[1][0]["error"], reply
+    sandbox.finish()
+    assert sandbox.process is None  # replaced
+    expect_reusable(sandbox)

@@ -182,6 +182,7 @@ class Worker:
         self.control = control
         self.child = None
         self.child_cpu = None  # CPU seconds the last child used, once it is reaped
+        self.state = _own_state()  # as it must be again after every submission
         self.shell = _make_shell()
 
     def reply(self, message):
@@ -242,9 +243,20 @@ class Worker:
             cpu = _kill_everything(pid, OWN_PID_NAMESPACE)
             if self.child_cpu is None:
                 self.child_cpu = cpu
-            return _wipe(SCRATCH) and (not OWN_PID_NAMESPACE or _clean_ipc())
+            return (_wipe(SCRATCH) and (not OWN_PID_NAMESPACE or _clean_ipc())
+                    and _own_state() == self.state)
         except Exception:
             return False
+
+
+def _own_state():
+    """What a child (same uid) could change in the worker or its scratch folder and so pass
+    on to the next student: the worker's limits, priority and cores, the scratch folder's
+    mode. A change means a fresh sandbox."""
+    limits = {name: resource.getrlimit(getattr(resource, name))
+              for name in dir(resource) if name.startswith("RLIMIT_")}
+    return (limits, os.getpriority(os.PRIO_PROCESS, 0), sorted(os.sched_getaffinity(0)),
+            os.stat(SCRATCH).st_mode)
 
 
 def _descendants():
@@ -315,7 +327,7 @@ def _wipe(folder):
     uid), so we make every directory accessible first, then remove bottom-up.
     """
     shm = os.path.join(folder, SHM_DIR)
-    if os.path.isdir(shm) and not os.path.islink(shm):
+    if HAS_SHM and os.path.isdir(shm) and not os.path.islink(shm):  # (one a student made is wiped)
         return _wipe_all(shm) and _wipe_all(folder, keep=SHM_DIR)
     # A scratch that had /dev/shm's folder and lost it: the sandbox is replaced.
     return _wipe_all(folder) and not (folder == SCRATCH and HAS_SHM)
