@@ -1,7 +1,7 @@
 """Shared trusted-side steps for the `causal_attention` hidden checks."""
 import torch
 
-from autograder.grading.verdict import expect_tensor, fail, shape_text
+from autograder.grading.verdict import diagnose_weights, expect_tensor, fail, shape_text
 
 from autograder.grading.checklib import randn
 
@@ -229,3 +229,15 @@ def language_model_mistakes(ids, ref):
          "the attention layer is skipped: pass the embeddings through self.att before"
          " prediction_layer."),
     ]
+
+
+# The notebook's own 3x3 scores, shown with their weights in Exercises 1 and 2.
+NOTEBOOK_QKT = torch.tensor([[0.1, 0.2, 0.3], [0.4, 0.5, 0.6], [0.7, 0.8, 0.9]])
+
+
+def expect_weights(student, name, expected, mistakes, qkt, d_out, shape=None):
+    """`name(qkt, d_out)` must give `expected(qkt, d_out)`; a known mistake is named."""
+    got = weights_from(student, name, qkt, d_out)
+    if shape is not None:
+        got = expect_tensor(got, f"For scores of shape {shape}, the result", shape=shape)
+    diagnose_weights(got, expected(qkt, d_out), "The attention weights", mistakes(qkt, d_out))

@@ -2,10 +2,10 @@
 import pytest
 import torch
 
-from autograder.grading.verdict import diagnose_weights, expect_tensor
+from autograder.grading.verdict import diagnose_weights
 
 from autograder.grading.checklib import randn
-from .common import random_scores, scale_mistakes, weights_from
+from .common import NOTEBOOK_QKT, expect_weights, random_scores, scale_mistakes, weights_from
 
 NAME = "mask_before_softmax"
 
@@ -24,14 +24,12 @@ def mistakes(reference, qkt, d_out):
          " scores far below zero. Use torch.softmax, which subtracts each row's maximum first.")]
 
 
-NOTEBOOK_QKT = torch.tensor([[0.1, 0.2, 0.3], [0.4, 0.5, 0.6], [0.7, 0.8, 0.9]])
 
 
 def test_notebook_values(student, reference):
     """Gives the expected weights for the 3x3 scores in the notebook"""
-    expected = reference.mask_before_softmax
-    diagnose_weights(weights_from(student, NAME, NOTEBOOK_QKT, 100), expected(NOTEBOOK_QKT, 100),
-                     "The attention weights", mistakes(reference, NOTEBOOK_QKT, 100))
+    expect_weights(student, NAME, reference.mask_before_softmax,
+                   lambda *a: mistakes(reference, *a), NOTEBOOK_QKT, 100)
 
 
 @pytest.mark.weight(2)
@@ -39,11 +37,8 @@ def test_notebook_values(student, reference):
 def test_random_scores(student, reference, rng, shape):
     """Masks with -inf, scales and normalises random scores with any batch dimensions"""
     qkt, d_out = random_scores(rng, shape)
-    got = expect_tensor(weights_from(student, NAME, qkt, d_out),
-                        f"For scores of shape {shape}, the result", shape=shape)
-    expected = reference.mask_before_softmax
-    diagnose_weights(got, expected(qkt, d_out), "The attention weights",
-                     mistakes(reference, qkt, d_out))
+    expect_weights(student, NAME, reference.mask_before_softmax,
+                   lambda *a: mistakes(reference, *a), qkt, d_out, shape)
 
 
 def test_large_scores(student, reference, rng):
