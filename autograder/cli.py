@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from autograder.course import Course, CourseError
+from autograder.record import ERROR, GRADED
 
 console = Console(width=None if Console().is_terminal else 140)  # no cramped tables in logs
 
@@ -128,7 +129,7 @@ def cmd_grade(args):
         if task is None:  # started only now: the workers are forked, with no display thread around
             progress.start()
             task = progress.add_task("grading", total=None)
-        progress.update(task, advance=1, description=result["extra_data"]["student_id"])
+        progress.update(task, advance=1, description=result.student_id)
 
     try:
         report = grade_batch(assignment, args.paths, out_dir=args.out,
@@ -138,27 +139,26 @@ def cmd_grade(args):
         progress.stop()
     print_results(report.results, args.assignment)
     for result in report.graded:
-        if result["extra_data"]["status"] == "error":
-            console.print(f"[red]{result['extra_data']['student_id']} not graded[/red] (will be retried): "
-                          + "; ".join(result["extra_data"]["notes"]))
-    graded = [r for r in report.graded if r["extra_data"]["status"] == "graded"]
+        if result.status == ERROR:
+            console.print(f"[red]{result.student_id} not graded[/red] (will be retried): " + "; ".join(result.notes))
+    graded = [r for r in report.graded if r.status == GRADED]
     failed = len(report.graded) - len(graded)
-    mean = sum(r["score"] for r in report.results) / len(report.results) if report.results else 0.0
+    mean = sum(r.score for r in report.results) / len(report.results) if report.results else 0.0
     console.print(f"graded {len(graded)}, failed {failed}, skipped {report.skipped} (already graded), "
                   f"mean score {mean:.2f}, wall time {report.seconds:.1f} s; results in {report.out_dir}")
-    if any(r["extra_data"].get("sandbox") == "none" for r in report.graded):
+    if any(r.unsandboxed for r in report.graded):
         console.print("[bold red]These results were graded WITHOUT a sandbox (--unsafe-no-sandbox);"
                       " grades.csv, the report and the feedback pages say so.[/bold red]")
     console.print(f"class report: {report.out_dir / 'report.html'}; feedback pages: {report.out_dir / 'feedback'}")
     if args.verbose:
         console.print("time spent: " + ", ".join(f"{name} {seconds:.1f} s" for name, seconds in report.phases.items()))
-    return 1 if any(r["extra_data"]["status"] == "error" for r in report.graded) else 0
+    return 1 if any(r.status == ERROR for r in report.graded) else 0
 
 
 def cmd_feedback(args):
     """(Re)write feedback/<student>.html and report.html from the results of earlier runs."""
     from autograder.grading.batch import read_source, write_pages
-    from autograder.outputs.results import all_results
+    from autograder.record import all_results
 
     assignment = _assignment(args)
     out_dir = Path(args.out or assignment.course.graded(assignment.name))
@@ -247,12 +247,10 @@ def _progress(enabled):
 def print_results(results, assignment=""):
     scores = {}
     for result in results:
-        row = {t["name"]: t["score"] for t in result["tests"]}
-        row["total"] = result["score"]
-        scores[result["extra_data"]["student_id"]] = row
+        scores[result.student_id] = {**result.scores, "total": result.score}
     print_grades(scores, title=f"Grades{' for ' + assignment if assignment else ''} (autograded cells;"
                                " written answers are graded in formgrader)")
-    problems = [(r["extra_data"]["student_id"], note) for r in results for note in r["extra_data"]["notes"]]
+    problems = [(r.student_id, note) for r in results for note in r.notes]
     for student, note in problems:
         console.print(f"[yellow]{student}[/yellow]: {note}")
 

@@ -15,7 +15,6 @@ import argparse
 import contextlib
 import gc
 import io
-import json
 import os
 import shutil
 import statistics
@@ -28,6 +27,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
+
+from autograder.record import all_results  # noqa: E402
 
 KINDS = ["ada", "ben", "cy", "dee"]
 
@@ -168,8 +169,8 @@ def overhead_per_submission(python, course, tmp, rounds=5):
         timed([python, "-m", "autograder.cli", "grade", "causal_attention",
                *[str(notebook_path(course, i).parents[1]) for i in range(min(8, len(list(course.glob("submitted/*")))))],
                "--course", str(course), "--jobs", "1", "--seed", "1", "--out", str(out)], course)
-        for result in (json.loads(p.read_text()) for p in out.glob("s*.json")):
-            sandboxed[result["extra_data"]["student_id"].split("_")[1]].append(result["execution_time"])
+        for result in all_results(out):
+            sandboxed[result.student_id.split("_")[1]].append(result.execution_time)
         for kind in KINDS:
             for _ in range(2):
                 cells, checks = in_process.warm(kind)
@@ -201,9 +202,9 @@ def main():
     first, _, log = ours(course)
     print(f"autograder grade --jobs 2: {first:7.1f} s  ({first / args.n * 1000:.0f} ms per submission)")
     print("  " + " ".join(log.split("time spent:")[-1].split()))  # where the time went
-    graded = [json.loads(p.read_text()) for p in (course / "graded" / "causal_attention").glob("s*.json")]
+    graded = all_results(course / "graded" / "causal_attention")
     for key, what in (("sandbox_cpu", "the student's sandboxed process"), ("grader_cpu", "the grader (checks, outputs)")):
-        values = [r["extra_data"].get("timings", {}).get(key) for r in graded]
+        values = [r.timings.get(key) for r in graded]
         values = [v for v in values if v is not None]
         if values:
             print(f"  CPU per submission, {what}: {statistics.mean(values) * 1000:.0f} ms")

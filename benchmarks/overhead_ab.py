@@ -10,7 +10,6 @@ time per submission of each version and their difference. Used to show that a
 change keeps the per-submission overhead within the machine's noise.
 """
 import argparse
-import json
 import os
 import shutil
 import statistics
@@ -24,6 +23,8 @@ sys.path.insert(0, str(HERE / "benchmarks"))
 
 from grade_vs_nbgrader import KINDS, make_course  # noqa: E402
 
+from autograder.record import all_results  # noqa: E402
+
 
 def grade(tree, course, out):
     """Median-ready {kind: [seconds]} from one `--jobs 1` run of the grader in `tree`."""
@@ -34,9 +35,8 @@ def grade(tree, course, out):
     if done.returncode != 0:
         raise SystemExit(f"grading with {tree} failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
     times = {kind: [] for kind in KINDS}
-    for path in Path(out).glob("s*.json"):
-        result = json.loads(path.read_text())
-        times[result["extra_data"]["student_id"].split("_")[1]].append(result["execution_time"])
+    for result in all_results(out):  # the on-disk format has not changed since the base revisions
+        times[result.student_id.split("_")[1]].append(result.execution_time)
     return times
 
 

@@ -101,4 +101,4 @@ def graded_examples(tmp_path_factory):
     path.parent.mkdir(parents=True)
     nbformat.write(crashing, path)
     report = grade_batch(assignment, [course / "submitted"], jobs=2, seed=7)
-    return course, {r["extra_data"]["student_id"]: r for r in report.results}
+    return course, {r.student_id: r for r in report.results}

@@ -72,7 +72,7 @@ def sandbox_processes():
 
 
 def scores(result):
-    return {t["name"]: t["score"] for t in result["tests"]}
+    return result.scores
 
 
 def settled_sandbox_processes(expected, timeout=10):

@@ -13,7 +13,7 @@ from autograder.authoring import validate as validate_module
 from autograder.grading.batch import read_source
 from autograder.authoring.corpus import SOLUTIONS, STUBS, judge, load
 from autograder.course import copy_assignment
-from autograder.outputs.results import max_score_of, without_timings
+from autograder.record import Result
 from autograder.grading.submissions import grade_cells
 from autograder.authoring.validate import grade_corpus, validate
 
@@ -71,8 +71,8 @@ def test_entry_is_graded_as_expected_with_every_seed(corpus_runs, assignment, en
 def test_every_check_passes_on_the_solutions_and_fails_on_the_release(corpus_runs, assignment):
     report, _ = corpus_runs(assignment)["0"]
     solved, stubs = report.results[SOLUTIONS], report.results[STUBS]
-    assert solved["score"] == max_score_of(solved) > 0
-    assert stubs["score"] == 0
+    assert solved.score == solved.max_score > 0
+    assert stubs.score == 0
     assert sum(cell.checks for cell in report.cells.values()) >= 35
     for cell in report.cells.values():
         assert cell.checks == cell.solutions_pass == cell.stubs_fail > 0, cell
@@ -104,18 +104,17 @@ def test_same_seed_gives_identical_result_files(corpus_runs, assignment):
         if name.endswith(".json"):
             a, b = (json.loads((folder / name).read_text()) for folder in (first, second))
             assert "execution_time" in a and "timings" in a["extra_data"]  # what is left out is real
-            assert without_timings(a) == without_timings(b), name
+            assert Result.from_json(a).without_timings() == Result.from_json(b).without_timings(), name
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
 def test_five_seeds_give_identical_scores(corpus_runs, assignment):
     def scores(report):
-        return {name: {t["name"]: t["score"] for t in result["tests"]}
-                for name, result in report.results.items()}
+        return {name: result.scores for name, result in report.results.items()}
 
     by_seed = {seed: corpus_runs(assignment)[str(seed)][0] for seed in SEEDS}
-    assert {r.results[SOLUTIONS]["extra_data"]["seed"] for r in by_seed.values()} == set(SEEDS)
+    assert {r.results[SOLUTIONS].seed for r in by_seed.values()} == set(SEEDS)
     reference = scores(by_seed[0])
     for seed, report in by_seed.items():
         assert scores(report) == reference, f"seed {seed}"

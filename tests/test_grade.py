@@ -11,8 +11,8 @@ import nbformat
 import pytest
 
 from autograder.grading.batch import grade_batch
-from autograder.outputs.results import max_score_of
 from autograder.grading.sandbox import Sandbox
+from autograder.record import Result
 
 from helpers import EXAMPLES, ROOT, assignment_of, example, make_notebook, new_course, scores, settled_sandbox_processes, write
 
@@ -176,7 +176,7 @@ def hostile(tmp_path_factory):
     report = grade_batch(assignment_of(course), [inbox], jobs=2, seed=SEED,
                          limits={"timeout": 20, "memory_bytes": 2 * 2**30})
     return {"report": report, "course": course, "before": before, "after": tree_digest(*guarded),
-            "results": {r["extra_data"]["student_id"]: r for r in report.results},
+            "results": {r.student_id: r for r in report.results},
             "changed": changed_since(marker, outputs=[course / "graded", course / "autograded",
                                                       course / "gradebook.db"])}
 
@@ -201,20 +201,25 @@ def changed_since(marker, outputs):
 @pytest.mark.parametrize("attack", sorted(ATTACKS))
 def test_an_attack_gains_nothing(hostile, attack):
     results = hostile["results"]
-    assert results[attack]["extra_data"]["status"] == "graded"
-    assert results[attack]["score"] <= results["ben"]["score"], results[attack]["output"]
+    assert results[attack].status == "graded"
+    assert results[attack].score <= results["ben"].score, results[attack].output
+
+
+def feedback_text(result):
+    """Everything the student reads about this result."""
+    return json.dumps(result.to_json())
 
 
 @pytest.mark.slow
 @needs_bwrap
 def test_attacks_harm_no_one_else(hostile):
     results = hostile["results"]
-    assert results["ben"]["score"] == 17.62
-    assert results["zz_ada"]["score"] == 26 and results["zz_dee"]["score"] == 0
+    assert results["ben"].score == 17.62
+    assert results["zz_ada"].score == 26 and results["zz_dee"].score == 0
     assert hostile["before"] == hostile["after"]  # course files, checks and solutions untouched
     out = hostile["report"].out_dir
     for student, result in results.items():  # every results file is the grader's own
-        assert json.loads((out / f"{student}.json").read_text()) == result
+        assert Result.from_json(json.loads((out / f"{student}.json").read_text())) == result
     assert not settled_sandbox_processes(0)
 
 
@@ -228,15 +233,15 @@ def test_attacks_leave_no_file_behind_outside_the_outputs(hostile):
                            capture_output=True, text=True)
     assert fresh.stdout.strip() == "ok", fresh.stdout + fresh.stderr
     results = hostile["results"]
-    assert "not plain data" in json.dumps(results["json_bomb"]["tests"])
+    assert "not plain data" in feedback_text(results["json_bomb"])
 
 
 @pytest.mark.slow
 @needs_bwrap
 def test_attacks_are_explained_to_the_student(hostile):
     results = hostile["results"]
-    assert "time limit" in results["endless_loop"]["output"] + json.dumps(results["endless_loop"]["tests"])
-    assert "ended or crashed" in json.dumps(results["os_exit"]["tests"]) + results["os_exit"]["output"]
+    assert "time limit" in feedback_text(results["endless_loop"])
+    assert "ended or crashed" in feedback_text(results["os_exit"])
 
 
 # -- bad files ------------------------------------------------------------------------------
@@ -265,7 +270,7 @@ def bad_batch(tmp_path_factory):
     write(inbox, "tampered", tampered)
     write(inbox, "ada", example("ada"))
     report = grade_batch(assignment_of(course), [inbox], jobs=2, seed=SEED)
-    return {r["extra_data"]["student_id"]: r for r in report.results}
+    return {r.student_id: r for r in report.results}
 
 
 @pytest.mark.parametrize("student, words", [
@@ -274,17 +279,17 @@ def bad_batch(tmp_path_factory):
 ])
 def test_a_bad_file_gets_zero_and_a_clear_message(bad_batch, student, words):
     result = bad_batch[student]
-    assert result["extra_data"]["status"] == "invalid"
-    assert result["score"] == 0 and words in result["output"]
+    assert result.status == "invalid"
+    assert result.score == 0 and words in result.output
 
 
 def test_tampering_is_restored_and_recorded(bad_batch):
     result = bad_batch["tampered"]
-    notes = " ".join(result["extra_data"]["notes"])
+    notes = " ".join(result.notes)
     assert "check-03 was edited" in notes and "metadata of cell ex3" in notes and "ex5_answer was deleted" in notes
-    assert max_score_of(result) == 26
+    assert result.max_score == 26
     assert scores(result)["ex3"] == 5 and scores(result)["ex5"] == 0  # the deleted answer counts as missing
-    assert bad_batch["ada"]["score"] == 26
+    assert bad_batch["ada"].score == 26
 
 
 # -- outputs, resuming ------------------------------------------------------------------------
@@ -301,7 +306,7 @@ def test_kill_9_mid_batch_then_rerun_grades_everything_exactly_once(tmp_path):
     for kind in kinds:
         write(reference, kind, notebooks[kind])
     uninterrupted = grade_batch(assignment_of(new_course(reference)), [reference], jobs=2, seed=SEED)
-    expected = {r["extra_data"]["student_id"]: r["score"] for r in uninterrupted.results}
+    expected = {r.student_id: r.score for r in uninterrupted.results}
     assert expected["ada"] == 26 and 0 < expected["ben"] < 26 and expected["dee"] == 0
     for index in range(100):
         write(inbox, f"s{index:03d}_{kinds[index % 4]}", notebooks[kinds[index % 4]])
@@ -343,5 +348,5 @@ def test_one_notebook_per_student_is_graded_and_the_others_are_named(tmp_path):
         report = grade_batch(assignment_of(course), [tmp_path / "submitted"], jobs=1, seed=SEED)
     assert report.skipped == 1 and len(report.results) == 1
     result = report.results[0]
-    assert result["score"] == 26
-    assert "causal_attention-Copy1.ipynb" in " ".join(result["extra_data"]["notes"])
+    assert result.score == 26
+    assert "causal_attention-Copy1.ipynb" in " ".join(result.notes)

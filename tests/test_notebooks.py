@@ -102,7 +102,7 @@ def test_a_crash_or_empty_answers_lose_only_what_they_should(graded):
 def sandboxed(graded, course_copy):
     """The same submissions graded by `autograder grade` (after nbgrader, in its own folder)."""
     report = grade_batch(assignment_of(course_copy), [course_copy / "submitted"], out_dir=course_copy / "ours", jobs=2)
-    return {r["extra_data"]["student_id"]: r for r in report.results}
+    return {r.student_id: r for r in report.results}
 
 
 @pytest.mark.slow
@@ -113,4 +113,4 @@ def test_sandboxed_grading_agrees_with_nbgrader_on_honest_submissions(graded, sa
         for cell, score in row.items():
             if cell.startswith("ex"):
                 assert ours[cell] == pytest.approx(score), (student, cell)
-    assert sandboxed["fay"]["extra_data"]["cell_errors"][0]["error"].endswith("RuntimeError: my notebook stops here\n")
+    assert sandboxed["fay"].cell_errors[0].error.endswith("RuntimeError: my notebook stops here\n")

@@ -7,6 +7,7 @@ from nbgrader.api import Gradebook
 
 from autograder.outputs.results import GradebookWriter, gradebook_url, sync_gradebook
 from autograder.grading.submissions import grade_cells, manual_cells
+from autograder.record import CellScore, Result
 from helpers import new_course
 
 ASSIGNMENT = "causal_attention"
@@ -23,9 +24,8 @@ def cells(course):
 
 
 def result(student, cells, fraction, status="graded"):
-    return {"score": sum(cells.values()) * fraction,
-            "tests": [{"name": name, "score": round(points * fraction, 2)} for name, points in cells.items()],
-            "extra_data": {"student_id": student, "status": status}}
+    return Result(student_id=student, assignment=ASSIGNMENT, status=status, score=sum(cells.values()) * fraction,
+                  cells=[CellScore(name, round(points * fraction, 2), points) for name, points in cells.items()])
 
 
 def scores(course):
@@ -83,6 +83,6 @@ def test_the_writer_reads_once_and_writes_each_student_once(course, cells, monke
         time.sleep(0.05)  # results arrive one by one while grading goes on
     missed = result("killed-before-the-gradebook", cells, 0.5)  # its JSON exists, its row does not
     writer.finish([result("early", cells, 1.0), missed, *batch])
-    assert sorted(written) == sorted([*(r["extra_data"]["student_id"] for r in batch), "killed-before-the-gradebook"])
+    assert sorted(written) == sorted([*(r.student_id for r in batch), "killed-before-the-gradebook"])
     assert len(reads) == 1  # the gradebook is read once per batch, not once per result
     assert set(scores(course)) == {"early", "killed-before-the-gradebook", *(f"s{i}" for i in range(6))}

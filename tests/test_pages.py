@@ -49,7 +49,7 @@ def test_feedback_page_shows_scores_checks_and_diagnostics(graded_examples, brow
     assert fits_width(browser), "the page scrolls sideways on a phone"
     shot = full_page_screenshot(browser, screenshots / f"feedback-{student}-phone.png", PHONE)
     assert shot.stat().st_size > 20_000
-    total = f"{results[student]['score']:g} / 26"
+    total = f"{results[student].score:g} / 26"
     assert f"Your score: {total} points" in text
     assert "Exercise 3: A causal attention module" in text and "Exercise 8b: A tiny language model" in text
     failed = browser.find_elements(By.CSS_SELECTOR, "li.fail")
@@ -91,7 +91,7 @@ def student_visible_texts(course, results):
     for page in (graded / "feedback").glob("*.html"):
         yield page.name, page.read_text()
     for student, result in results.items():
-        yield f"{student}.json", json.dumps(result)
+        yield f"{student}.json", (graded / f"{student}.json").read_text()
     subprocess.run([sys.executable, "-m", "nbgrader", "generate_feedback", ASSIGNMENT, "--force"],
                    cwd=course, check=True, capture_output=True)
     pages = list((course / "feedback").rglob("*.html"))
@@ -185,12 +185,13 @@ def test_report_lists_timeouts_tampering_and_bad_files():
     from autograder.outputs.report import render_report
 
     def result(student, status, score, notes=(), errors=()):
-        return {"score": score, "output": "This submission could not be graded: empty file.",
-                "tests": [{"name": "ex1", "score": score, "max_score": 2.0, "status": "failed",
-                           "extra_data": {"checks": [{"name": "test_a", "description": "d", "passed": score == 2,
-                                                      "weight": 1.0, "message": "" if score == 2 else "Rows do not sum to 1."}]}}],
-                "extra_data": {"student_id": student, "assignment": ASSIGNMENT, "status": status,
-                               "notes": list(notes), "cell_errors": list(errors)}}
+        from autograder.record import CellError, CellScore, CheckOutcome, Result
+
+        check = CheckOutcome("test_a", "d", passed=score == 2, message="" if score == 2 else "Rows do not sum to 1.")
+        return Result(student_id=student, assignment=ASSIGNMENT, status=status, score=score,
+                      output="This submission could not be graded: empty file.",
+                      cells=[CellScore("ex1", score, 2.0, checks=[check])], notes=list(notes),
+                      cell_errors=[CellError(**error) for error in errors])
 
     page = render_report(ASSIGNMENT, [
         result("slow", "graded", 0, ["your code did not finish within the 120 s time limit and was stopped."]),

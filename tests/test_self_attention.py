@@ -74,7 +74,7 @@ def test_nbgrader_grades_the_examples(graded):
 @pytest.mark.slow
 def test_sandboxed_grading_agrees_with_nbgrader(graded, course_copy):
     report = grade_batch(assignment_of(course_copy, ASSIGNMENT), [course_copy / "submitted"], out_dir=course_copy / "ours-sa", jobs=2)
-    ours = {r["extra_data"]["student_id"]: scores(r) for r in report.results}
+    ours = {r.student_id: scores(r) for r in report.results}
     assert sorted(ours) == sorted(graded) == ["ada", "ben", "cy", "dee", "fay", "gus"]
     for student, row in graded.items():
         for cell, score in row.items():

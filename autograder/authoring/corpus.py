@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import nbformat
 
 from autograder.authoring.examples import filled_notebook
+from autograder.record import GRADED
 
 SOLUTIONS, STUBS = "reference-solutions", "untouched-release"
 OUTCOMES = ("mistake", "alternative")
@@ -126,10 +127,10 @@ def write_submissions(assignment, entries, folder):
 
 def judge(entry, result):
     """What is wrong with how `result` treats `entry` ([] when it is right)."""
-    if result["extra_data"]["status"] != "graded":
-        return [f"was not graded: {result['output']}"]
-    tests = {t["name"]: t for t in result["tests"]}
-    lost = [name for name, t in tests.items() if t["score"] < t["max_score"]]
+    if result.status != GRADED:
+        return [f"was not graded: {result.output}"]
+    tests = {cell.name: cell for cell in result.cells}
+    lost = [name for name, cell in tests.items() if cell.score < cell.max_score]
     if entry.outcome == "alternative":
         return [f"lost points on {name}: {_failures(tests[name])}" for name in lost]
     problems = []
@@ -146,10 +147,9 @@ def judge(entry, result):
 
 def check_outcomes(result):
     """{(graded cell, check name): passed} from a result's per-check data."""
-    return {(t["name"], c["name"]): c["passed"]
-            for t in result["tests"] for c in t.get("extra_data", {}).get("checks", [])}
+    return {(cell.name, check.name): check.passed for cell in result.cells for check in cell.checks}
 
 
-def _failures(test):
-    messages = [c["message"] for c in test.get("extra_data", {}).get("checks", []) if not c["passed"]]
-    return " | ".join(messages) or test["output"]
+def _failures(cell):
+    messages = [check.message for check in cell.checks if not check.passed]
+    return " | ".join(messages) or cell.output

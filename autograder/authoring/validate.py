@@ -17,6 +17,7 @@ import nbformat
 
 from autograder.authoring.corpus import SOLUTIONS, STUBS, check_outcomes, judge, load, write_submissions
 from autograder.course import copy_assignment
+from autograder.record import GRADED
 
 
 def release_namespace(assignment):
@@ -88,7 +89,7 @@ def grade_corpus(assignment, folder, seed, jobs, out_dir, only=None, unsafe_no_s
         report = grade_batch(copy, paths, out_dir=out_dir,
                              jobs=jobs or os.cpu_count() or 1, force=True, seed=seed,
                              unsafe_no_sandbox=unsafe_no_sandbox)
-    results = {r["extra_data"]["student_id"]: r for r in report.results}
+    results = {r.student_id: r for r in report.results}
     return summarize(assignment.name, seed, cells, entries, results, report.seconds)
 
 
@@ -96,7 +97,7 @@ def summarize(assignment, seed, cells, entries, results, seconds):
     reports = {cell: CellReport(cell) for cell in cells}
     problems = {}
     solved, stubs = results.get(SOLUTIONS), results.get(STUBS)
-    if solved is None or stubs is None or any(r["extra_data"]["status"] != "graded" for r in (solved, stubs)):
+    if solved is None or stubs is None or any(r.status != GRADED for r in (solved, stubs)):
         problems["grader"] = ["the reference solutions or the release could not be graded"]
         return Validation(assignment, seed, reports, problems, results, seconds)
     on_solutions, on_stubs = check_outcomes(solved), check_outcomes(stubs)
@@ -117,7 +118,7 @@ def summarize(assignment, seed, cells, entries, results, seconds):
         if entry.outcome == "mistake":
             report.mistakes += 1
             report.caught += not found
-            caught_by_some |= {key for key, passed in check_outcomes(result or {"tests": []}).items() if not passed}
+            caught_by_some |= {key for key, passed in (check_outcomes(result) if result else {}).items() if not passed}
         else:
             report.alternatives += 1
             report.accepted += not found

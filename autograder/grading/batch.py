@@ -4,14 +4,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder.course import write_atomically
-from autograder.outputs.results import (GradebookWriter, all_results, already_graded, batch_seed, record_wall_time,
-                      sync_gradebook, write_grades_csv, write_result)
+from autograder.outputs.results import (GradebookWriter, already_graded, batch_seed, record_wall_time,
+                                        sync_gradebook, write_grades_csv)
+from autograder.record import ERROR, all_results, write_result
 from autograder.grading.submissions import discover, grade_cells, sha256
 
 
 @dataclass
 class BatchReport:
-    graded: list = field(default_factory=list)  # results graded in this run
+    graded: list = field(default_factory=list)  # record.Result graded in this run
     skipped: int = 0  # already graded by an earlier run
     results: list = field(default_factory=list)  # every result in the output folder
     seconds: float = 0.0
@@ -48,7 +49,7 @@ def grade_batch(assignment, paths, out_dir=None, jobs=2, limits=None, force=Fals
         if not report.graded:
             clock("until the first result")
             gradebook = GradebookWriter(course.root, assignment.name)  # a thread: only once workers are forked
-        if result["extra_data"]["status"] != "error":  # a grader fault is retried next run
+        if result.status != ERROR:  # a grader fault is retried next run
             write_result(out_dir, result)
             gradebook.add(result)
         report.graded.append(result)
@@ -68,7 +69,7 @@ def grade_batch(assignment, paths, out_dir=None, jobs=2, limits=None, force=Fals
     report.seconds = time.perf_counter() - started
     record_wall_time(out_dir, report.seconds)
     write_pages(assignment.name, out_dir, report.results, source,
-                [r for r in report.graded if r["extra_data"]["status"] != "error"])
+                [r for r in report.graded if r.status != ERROR])
     clock("feedback and report pages")
     return report
 

@@ -1,7 +1,7 @@
 """Where submissions are graded: the one interface a cluster backend must implement.
 
 A scheduler takes a `BatchSpec` and an iterable of submissions and yields one
-result dict per submission as soon as it is ready, in any order. `grade_job`
+`record.Result` per submission as soon as it is ready, in any order. `grade_job`
 runs on a worker that `worker_setup(spec)` has prepared (its checks collected,
 one warm sandbox). `LocalScheduler` uses processes on this machine; a Dask scheduler
 would call the same two functions on cluster workers.
@@ -14,12 +14,13 @@ from typing import Iterable, Iterator, Protocol
 from autograder.grading.submission import BatchSpec, grade_job, worker_setup
 from autograder.grading.sandbox import NoSandbox
 from autograder.grading.selfcheck import PoisonedInterpreter
+from autograder.record import ERROR, Result
 
 REFUSALS = (NoSandbox, PoisonedInterpreter)  # a worker that must not grade stops the batch
 
 
 class Scheduler(Protocol):
-    def grade(self, spec: BatchSpec, submissions: Iterable) -> Iterator[dict]:
+    def grade(self, spec: BatchSpec, submissions: Iterable) -> Iterator[Result]:
         """Yield one result per submission, in completion order."""
 
 
@@ -72,11 +73,7 @@ def _usable_cores():
 
 
 def worker_failure(spec, submission, error):
-    return {
-        "score": 0.0, "execution_time": 0.0, "tests": [],
-        "output": "The grader failed on this submission; it will be graded again on the next run.",
-        "extra_data": {"student_id": submission.student_id, "path": str(submission.path),
-                       "assignment": spec.assignment, "status": "error", "seed": spec.seed,
-                       "notes": [f"grader error: {type(error).__name__}: {error}"],
-                       "cell_errors": []},
-    }
+    """The grader's fault, not the student's: recorded as ERROR, never written, retried next run."""
+    return Result(student_id=submission.student_id, path=str(submission.path), assignment=spec.assignment,
+                  status=ERROR, seed=spec.seed, notes=[f"grader error: {type(error).__name__}: {error}"],
+                  output="The grader failed on this submission; it will be graded again on the next run.")

@@ -1,8 +1,8 @@
 """Grade one submission: sanitize, run it in a sandbox, check it on the trusted side.
 
 `grade_job` is what a scheduler runs on a worker. It needs the worker's warm
-`Sandbox` (one per worker process, made by `worker_setup`) and returns a plain
-dict in Gradescope's results.json schema, with our own details in `extra_data`.
+`Sandbox` (one per worker process, made by `worker_setup`) and returns a
+`record.Result`.
 """
 import gc
 import os
@@ -13,6 +13,7 @@ from pathlib import Path
 import nbformat
 
 from autograder.course import Course, write_atomically
+from autograder.record import GRADED, INVALID, CellError, CellScore, CheckOutcome, Result
 from autograder.grading.sandbox import NoSandbox
 from autograder.grading.selfcheck import PoisonedInterpreter
 from autograder.grading.submissions import InvalidNotebook, grade_cells, read_notebook, sanitize, sha256
@@ -149,7 +150,7 @@ def grade_job(submission):
         write_autograded(spec, submission.student_id, clean.notebook, result)
     # The grader's own CPU for this submission (sanitizing, checks, outputs), as
     # opposed to "sandbox_cpu", the student's process.
-    result["extra_data"]["timings"]["grader_cpu"] = round(time.process_time() - cpu, 4)
+    result.timings["grader_cpu"] = round(time.process_time() - cpu, 4)
     return result
 
 
@@ -223,67 +224,41 @@ def _cell_report(reply):
 def build_result(spec, base, points, checks, notes, cell_errors, started):
     from autograder.grading.runner import feedback_lines
 
-    tests, total = [], 0.0
-    for grade_id, cell_points in points.items():
-        cell = checks[grade_id]
-        score = cell.score(cell_points)
-        total += score
-        tests.append({
-            "name": grade_id,
-            "score": score,
-            "max_score": cell_points,
-            "status": "passed" if score == cell_points else "failed",
-            "output": "\n".join(feedback_lines(cell, cell_points)),
-            "visibility": "visible",
-            "extra_data": {"checks": [
-                {"name": c.name, "description": c.description, "passed": c.passed,
-                 "weight": c.weight, "message": c.message} for c in cell.checks]},
-        })
-    extra = {**base, "assignment": spec.assignment, "status": "graded", "seed": spec.seed,
-             "sandbox": spec.isolation, "notes": notes,
-             "cell_errors": [{"cell": e["cell"], "error": e["error"]} for e in cell_errors]}
-    output = [f"{extra['student_id']}: {round(total, 2):g} / {sum(points.values()):g} points"]
+    cells = [CellScore(name=grade_id, score=checks[grade_id].score(cell_points), max_score=cell_points,
+                       output="\n".join(feedback_lines(checks[grade_id], cell_points)),
+                       checks=[CheckOutcome(name=c.name, description=c.description, passed=c.passed,
+                                            weight=c.weight, message=c.message) for c in checks[grade_id].checks])
+             for grade_id, cell_points in points.items()]
+    total = round(sum(cell.score for cell in cells), 2)
+    output = [f"{base['student_id']}: {total:g} / {sum(points.values()):g} points"]
     output += [f"Note: {note}" for note in notes]
     for entry in cell_errors[:FAILED_CELLS_SHOWN]:
         output.append(f"Cell {entry['cell']} raised an error:\n{entry['error'].rstrip()}")
-    return {
-        "score": round(total, 2),
-        "execution_time": round(time.perf_counter() - started, 3),
-        "output": "\n".join(output),
-        "visibility": "visible",
-        "stdout_visibility": "hidden",
-        "tests": tests,
-        "extra_data": extra,
-    }
+    return Result(**base, assignment=spec.assignment, status=GRADED, score=total, cells=cells,
+                  output="\n".join(output), notes=notes, seed=spec.seed, sandbox=spec.isolation,
+                  cell_errors=[CellError(cell=e["cell"], error=e["error"]) for e in cell_errors],
+                  execution_time=round(time.perf_counter() - started, 3))
 
 
 def invalid_result(spec, base, message, started):
-    points = grade_cells(_state["source"])
-    extra = {**base, "assignment": spec.assignment, "status": "invalid", "seed": spec.seed,
-             "notes": [message], "cell_errors": []}
-    return {
-        "score": 0.0,
-        "execution_time": round(time.perf_counter() - started, 3),
-        "output": f"This submission could not be graded: {message}.",
-        "visibility": "visible",
-        "stdout_visibility": "hidden",
-        "tests": [{"name": g, "score": 0.0, "max_score": p, "status": "failed",
-                   "output": f"Not graded: {message}.", "visibility": "visible"} for g, p in points.items()],
-        "extra_data": extra,
-    }
+    cells = [CellScore(name=grade_id, score=0.0, max_score=cell_points, output=f"Not graded: {message}.")
+             for grade_id, cell_points in grade_cells(_state["source"]).items()]
+    return Result(**base, assignment=spec.assignment, status=INVALID, cells=cells, seed=spec.seed,
+                  output=f"This submission could not be graded: {message}.", notes=[message],
+                  execution_time=round(time.perf_counter() - started, 3))
 
 
 def write_autograded(spec, student_id, notebook, result):
     """nbgrader's autograded/<student>/<assignment>/<notebook>.ipynb, with our feedback as outputs."""
-    by_cell = {t["name"]: t for t in result["tests"]}
+    by_cell = {cell.name: cell for cell in result.cells}
     notebook = nbformat.from_dict(notebook)
     for cell in notebook.cells:
         meta = cell.metadata.get("nbgrader", {})
         test = by_cell.get(meta.get("grade_id"))
         if cell.cell_type == "code" and test and meta.get("grade") and not meta.get("solution"):
             cell.outputs = [
-                nbformat.v4.new_output("stream", name="stdout", text=test["output"] + "\n"),
-                nbformat.v4.new_output("execute_result", data={"text/plain": f"{test['score']:g}"},
+                nbformat.v4.new_output("stream", name="stdout", text=test.output + "\n"),
+                nbformat.v4.new_output("execute_result", data={"text/plain": f"{test.score:g}"},
                                        execution_count=None),
             ]
     _unique_ids(notebook)

@@ -14,7 +14,6 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup, escape
 
 from autograder.course import write_atomically
-from autograder.outputs.results import max_score_of
 
 EXERCISE = re.compile(r"\*\*(Exercise \w+)")
 HEADING = re.compile(r"^##\s+(?:\d+\w*\s*(?:\([^)]*\))?\.\s*)?(.+)$", re.MULTILINE)
@@ -66,40 +65,39 @@ def _css():
 
 
 def render_feedback(result, layout):
-    """The HTML page for one result dict."""
-    extra = result["extra_data"]
+    """The HTML page for one `record.Result`."""
     errors = {}
     other_errors = []
-    for error in extra.get("cell_errors", []):
-        owner = layout.owners.get(error["cell"])
+    for error in result.cell_errors:
+        owner = layout.owners.get(error.cell)
         (errors.setdefault(owner, []) if owner else other_errors).append(error)
     exercises = [{
-        "name": test["name"],
-        "title": layout.titles.get(test["name"], test["name"]),
-        "score": test["score"],
-        "max_score": test["max_score"],
-        "checks": grouped(test.get("extra_data", {}).get("checks", [])),
-        "output": test.get("output", ""),
-        "errors": errors.get(test["name"], []),
-    } for test in result["tests"]]
+        "name": cell.name,
+        "title": layout.titles.get(cell.name, cell.name),
+        "score": cell.score,
+        "max_score": cell.max_score,
+        "checks": grouped(cell.checks),
+        "output": cell.output,
+        "errors": errors.get(cell.name, []),
+    } for cell in result.cells]
     return environment().get_template("feedback.html.j2").render(
-        css=_css(), title=layout.assignment_title or extra["assignment"], student=extra["student_id"],
-        status=extra["status"], output=result["output"], score=result["score"],
-        max_score=max_score_of(result), notes=extra.get("notes", []), exercises=exercises,
-        other_errors=other_errors, unsandboxed=extra.get("sandbox") == "none")
+        css=_css(), title=layout.assignment_title or result.assignment, student=result.student_id,
+        status=result.status, output=result.output, score=result.score,
+        max_score=result.max_score, notes=result.notes, exercises=exercises,
+        other_errors=other_errors, unsandboxed=result.unsandboxed)
 
 
 def grouped(checks):
     """Checks that share a description (one check run on several cases) as one line each."""
     groups = {}
     for check in checks:
-        group = groups.setdefault(check["description"], {"description": check["description"], "cases": 0,
-                                                         "failed": 0, "messages": []})
+        group = groups.setdefault(check.description, {"description": check.description, "cases": 0,
+                                                      "failed": 0, "messages": []})
         group["cases"] += 1
-        if not check["passed"]:
+        if not check.passed:
             group["failed"] += 1
-            if check["message"] and check["message"] not in group["messages"]:
-                group["messages"].append(check["message"])
+            if check.message and check.message not in group["messages"]:
+                group["messages"].append(check.message)
     for group in groups.values():
         group["passed"] = group["failed"] == 0
     return list(groups.values())
@@ -120,6 +118,6 @@ def write_feedback(out_dir, results, layout):
     folder.mkdir(parents=True, exist_ok=True)
     paths = []
     for result in results:
-        path = feedback_path(out_dir, result["extra_data"]["student_id"])
+        path = feedback_path(out_dir, result.student_id)
         paths.append(write_atomically(path, render_feedback(result, layout)))
     return paths

@@ -20,6 +20,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from autograder.course import PACKAGE_CHECKOUT, Course, CourseError, copy_assignment, write_atomically
+from autograder.record import INVALID, Result
 
 SCHEMA = Path(__file__).with_name("gradescope_results.schema.json")
 PACKAGE = ("autograder", "pyproject.toml")  # this package, installed from the bundle by setup.sh
@@ -114,12 +115,11 @@ def choose_notebook(submission_dir, assignment):
 def no_notebook_result(assignment, found):
     message = (f"No notebook was found in your submission. Upload your {assignment}.ipynb file"
                f" (found: {', '.join(found) or 'nothing'}).")
-    return {"score": 0.0, "output": message, "visibility": "visible", "stdout_visibility": "hidden",
-            "tests": [], "extra_data": {"assignment": assignment, "status": "invalid", "notes": [message]}}
+    return Result(student_id="", assignment=assignment, status=INVALID, output=message, notes=[message])
 
 
 def grade_submission(name, root, unsafe_no_sandbox=False):
-    """Grade root/submission into root/results/results.json; return the results dict.
+    """Grade root/submission into root/results/results.json; return its `record.Result`.
 
     Raises NoSandbox (nothing written) when there is no working sandbox and no opt-out."""
     from autograder.grading.batch import grade_batch, read_source
@@ -139,7 +139,7 @@ def grade_submission(name, root, unsafe_no_sandbox=False):
     notebook, others = choose_notebook(submission, assignment.name)
     if notebook is None:
         found = [p.name for p in submission.rglob("*") if p.is_file()] if submission.exists() else []
-        results = no_notebook_result(assignment.name, found)
+        result, titles = no_notebook_result(assignment.name, found), {}
     else:
         with tempfile.TemporaryDirectory(prefix="gradescope-") as scratch:
             copy = copy_assignment(assignment, Path(scratch) / "course")
@@ -151,26 +151,17 @@ def grade_submission(name, root, unsafe_no_sandbox=False):
                                  out_dir=Path(scratch) / "graded", jobs=1, force=True)
             if not report.results:
                 raise RuntimeError("the grader failed: " + "; ".join(
-                    note for result in report.graded for note in result["extra_data"]["notes"]))
-            results = with_titles(report.results[0], layout_of(read_source(copy)))
+                    note for result in report.graded for note in result.notes))
+            result = report.results[0]
+            result.output = result.output.removeprefix(f"{result.student_id}: ")  # Gradescope knows who
+            titles = layout_of(read_source(copy)).titles  # what students see as test names
         if others:
-            note = f"Graded {notebook.name}; also found {', '.join(p.name for p in others)}, not graded."
-            results["extra_data"]["notes"].append(note)
-            results["output"] += f"\nNote: {note}"
+            result.add_note(f"Graded {notebook.name}; also found {', '.join(p.name for p in others)}, not graded.")
+    results = result.to_json(titles)
     problems = schema_errors(results)
     if problems:  # our bug, not the student's: say so rather than upload something Gradescope rejects
         raise RuntimeError(f"results.json would not match Gradescope's format: {problems[:3]}")
     write_atomically(results_file, json.dumps(results, indent=1))
-    return results
-
-
-def with_titles(result, layout):
-    """Gradescope shows test names to students: use the exercise titles, keep the ids."""
-    for test in result["tests"]:
-        test.setdefault("extra_data", {})["grade_id"] = test["name"]
-        test["name"] = layout.titles.get(test["name"], test["name"])
-    student = result["extra_data"]["student_id"]
-    result["output"] = result["output"].removeprefix(f"{student}: ")
     return result
 
 
@@ -186,11 +177,11 @@ def main(argv=None):
     from autograder.grading.selfcheck import PoisonedInterpreter
 
     try:
-        results = grade_submission(args.assignment, args.root, args.unsafe_no_sandbox)
+        result = grade_submission(args.assignment, args.root, args.unsafe_no_sandbox)
     except (NoSandbox, PoisonedInterpreter, CourseError) as refusal:
         print(f"The autograder refused to run: {refusal}", file=sys.stderr)
         return 2
-    print(f"{args.assignment}: {results['score']:g} points; results in {Path(args.root) / 'results' / 'results.json'}")
+    print(f"{args.assignment}: {result.score:g} points; results in {Path(args.root) / 'results' / 'results.json'}")
     return 0
 
 

@@ -12,7 +12,7 @@ import statistics
 from collections import defaultdict
 
 from autograder.outputs.feedback import _css, environment
-from autograder.outputs.results import max_score_of
+from autograder.record import GRADED
 
 NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:e-?\d+)?")
 SHOWN_DIAGNOSTICS = 15
@@ -46,11 +46,8 @@ def common_diagnostics(results, titles):
     """Failed-check messages grouped across students (numbers ignored), most frequent first."""
     groups = defaultdict(set)
     for result in results:
-        for test in result["tests"]:
-            for check in test.get("extra_data", {}).get("checks", []):
-                if not check["passed"] and check["message"]:
-                    key = (test["name"], NUMBER.sub("#", check["message"]))
-                    groups[key].add((result["extra_data"]["student_id"], check["message"]))
+        for cell, check in result.failed_checks():
+            groups[(cell, NUMBER.sub("#", check.message))].add((result.student_id, check.message))
     rows = []
     for (cell, _), hits in groups.items():
         students = sorted({student for student, _ in hits})
@@ -65,30 +62,29 @@ def common_diagnostics(results, titles):
 def needs_attention(results):
     rows = []
     for result in results:
-        extra = result["extra_data"]
-        reasons = list(extra.get("notes", []))
-        if extra["status"] != "graded" and not reasons:
-            reasons.append(result["output"])
-        for error in extra.get("cell_errors", []):
-            if not error["cell"].startswith("check-"):  # a failing visible check is ordinary feedback
-                last = error["error"].strip().splitlines()[-1] if error["error"].strip() else "an error"
-                reasons.append(f"cell {error['cell']} raised {last}")
+        reasons = list(result.notes)
+        if result.status != GRADED and not reasons:
+            reasons.append(result.output)
+        for error in result.cell_errors:
+            if not error.cell.startswith("check-"):  # a failing visible check is ordinary feedback
+                last = error.error.strip().splitlines()[-1] if error.error.strip() else "an error"
+                reasons.append(f"cell {error.cell} raised {last}")
         if len(reasons) > SHOWN_REASONS:
             reasons = reasons[:SHOWN_REASONS - 1] + [f"and {len(reasons) - SHOWN_REASONS + 1} more"]
         if reasons:
-            rows.append({"student": extra["student_id"], "status": extra["status"],
-                         "score": result["score"], "reasons": reasons})
+            rows.append({"student": result.student_id, "status": result.status,
+                         "score": result.score, "reasons": reasons})
     return sorted(rows, key=lambda row: (row["status"] == "graded", row["student"]))
 
 
 def render_report(assignment, results, layout, wall_time=None):
-    graded = [r for r in results if r["extra_data"]["status"] == "graded"]
+    graded = [r for r in results if r.status == GRADED]
     cells = [name for name in layout.titles]
-    max_score = max((max_score_of(r) for r in results), default=0.0)
-    totals = [r["score"] for r in graded]
+    max_score = max((r.max_score for r in results), default=0.0)
+    totals = [r.score for r in graded]
     exercises = []
     for cell in cells:
-        scores = [(t["score"], t["max_score"]) for r in graded for t in r["tests"] if t["name"] == cell]
+        scores = [(c.score, c.max_score) for r in graded for c in r.cells if c.name == cell]
         if not scores:
             continue
         exercises.append({
@@ -107,4 +103,4 @@ def render_report(assignment, results, layout, wall_time=None):
         histogram_alt=f"{len(totals)} students between {min(totals, default=0):g} and {max(totals, default=0):g} points",
         exercises=exercises, diagnostics=common_diagnostics(graded, layout.titles),
         attention=needs_attention(results),
-        unsandboxed=sorted(r["extra_data"]["student_id"] for r in results if r["extra_data"].get("sandbox") == "none"))
+        unsandboxed=sorted(r.student_id for r in results if r.unsandboxed))

@@ -1,9 +1,9 @@
-"""Where grades go: one results.json per student, grades.csv, nbgrader's gradebook.
+"""Where grades go: grades.csv, nbgrader's gradebook, and the batch's seed.
 
-The per-student JSON files are the source of truth. Each is written atomically
-(temporary file, then rename) the moment its submission is graded, so a batch
-killed at any point loses nothing and a rerun grades only what is missing.
-grades.csv and the gradebook are rebuilt from them at the end of every run.
+The per-student result records (`autograder.record`) are the source of truth.
+Each is written the moment its submission is graded, so a batch killed at any
+point loses nothing and a rerun grades only what is missing. grades.csv and the
+gradebook are rebuilt from them at the end of every run.
 """
 import contextlib
 import csv
@@ -14,61 +14,15 @@ import warnings
 from pathlib import Path
 
 from autograder.course import write_atomically
+from autograder.record import read_result
 
 BATCH_FILE = ".batch.json"  # a dot-name: no student id can collide with it
-
-
-def result_path(out_dir, student_id):
-    return Path(out_dir) / f"{student_id}.json"
-
-
-def write_result(out_dir, result):
-    write_atomically(result_path(out_dir, result["extra_data"]["student_id"]), json.dumps(result, indent=1))
-
-
-def max_score_of(result):
-    """The points a result is out of. Gradescope's schema has no top-level max_score:
-    it is the sum over the tests."""
-    return sum(test["max_score"] for test in result.get("tests", []))
-
-
-def without_timings(result):
-    """The result minus its wall-clock measurements (`execution_time`, `extra_data.timings`):
-    everything else is the same whenever the same notebook is graded with the same seed."""
-    stable = json.loads(json.dumps(result))
-    stable.pop("execution_time", None)
-    stable.get("extra_data", {}).pop("timings", None)
-    return stable
-
-
-def read_result(out_dir, student_id):
-    try:
-        return json.loads(result_path(out_dir, student_id).read_text())
-    except (OSError, json.JSONDecodeError):
-        return None
 
 
 def already_graded(out_dir, submission, sha):
     """A finished result for this very file (a changed notebook is graded again)."""
     result = read_result(out_dir, submission.student_id)
-    if not result:
-        return False
-    extra = result.get("extra_data", {})
-    return extra.get("status") in ("graded", "invalid") and extra.get("notebook_sha256") == sha
-
-
-def all_results(out_dir):
-    results = []
-    for path in sorted(Path(out_dir).glob("*.json")):
-        if path.name.startswith("."):
-            continue
-        try:
-            result = json.loads(path.read_text())
-        except json.JSONDecodeError:
-            continue
-        if isinstance(result, dict) and "extra_data" in result:
-            results.append(result)
-    return results
+    return result is not None and result.finished and result.notebook_sha256 == sha
 
 
 def batch_seed(out_dir, seed=None, force=False):
@@ -100,10 +54,9 @@ def _write_batch_file(out_dir, data):
     write_atomically(Path(out_dir) / BATCH_FILE, json.dumps(data))  # a kill -9 never leaves half a seed
 
 
-def _sandbox_column(extra):
+def _sandbox_column(result):
     """What grades.csv says about isolation: a plain word, loud when there was none."""
-    sandbox = extra.get("sandbox", "")  # none for a file that was never run
-    return "NONE (--unsafe-no-sandbox)" if sandbox == "none" else sandbox
+    return "NONE (--unsafe-no-sandbox)" if result.unsandboxed else result.sandbox
 
 
 def write_grades_csv(out_dir, results, grade_ids):
@@ -111,12 +64,11 @@ def write_grades_csv(out_dir, results, grade_ids):
     handle = io.StringIO(newline="")
     writer = csv.writer(handle)
     writer.writerow(["student_id", *grade_ids, "total", "max_score", "status", "notes", "sandbox"])
-    for result in sorted(results, key=lambda r: r["extra_data"]["student_id"]):
-        extra = result["extra_data"]
-        scores = {t["name"]: t["score"] for t in result.get("tests", [])}
-        writer.writerow([extra["student_id"], *[_number(scores.get(g)) for g in grade_ids],
-                         _number(result["score"]), _number(max_score_of(result)), extra["status"],
-                         "; ".join(extra.get("notes", [])), _sandbox_column(extra)])
+    for result in sorted(results, key=lambda r: r.student_id):
+        scores = result.scores
+        writer.writerow([result.student_id, *[_number(scores.get(g)) for g in grade_ids],
+                         _number(result.score), _number(result.max_score), result.status,
+                         "; ".join(result.notes), _sandbox_column(result)])
     return write_atomically(Path(out_dir) / "grades.csv", handle.getvalue())
 
 
@@ -199,11 +151,9 @@ class GradebookSync:
     def _write(self, results):
         gradebook, assignment = self.gradebook, self.assignment
         for result in results:
-            extra = result["extra_data"]
-            if extra["status"] not in ("graded", "invalid"):
+            if not result.finished:
                 continue
-            student = extra["student_id"]
-            scores = {t["name"]: t["score"] for t in result["tests"]}
+            student, scores = result.student_id, result.scores
             if student in self.known and all(self.known[student].get(n) == v for n, v in scores.items()):
                 continue
             if student not in self.known:

@@ -1,0 +1,182 @@
+"""The result record: what grading one submission produced, and the one place it is read and written.
+
+Grading builds a `Result`; grades.csv, the gradebook, feedback pages, the class
+report, Gradescope's results.json and resuming a batch all read it back through
+this module. On disk a result is a JSON file in Gradescope's results.json schema
+(with our details under `extra_data`), so it can be uploaded as it is; nothing
+outside this module needs to know that layout.
+
+Every write is atomic (`write_atomically`): a batch killed at any point leaves
+either the previous file or the new one, never half of one.
+"""
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from autograder.course import write_atomically
+
+GRADED, INVALID, ERROR = "graded", "invalid", "error"  # error: the grader's fault, retried next run
+FINISHED = (GRADED, INVALID)  # a result that a rerun keeps
+
+
+@dataclass
+class CheckOutcome:
+    """One hidden check on one case: did it pass, and what the student reads if not."""
+
+    name: str
+    description: str
+    passed: bool
+    weight: float = 1.0
+    message: str = ""
+
+
+@dataclass
+class CellScore:
+    """The points for one graded cell (an nbgrader grade_id) and the checks behind them."""
+
+    name: str
+    score: float
+    max_score: float
+    output: str = ""  # the feedback text for this cell
+    checks: list = field(default_factory=list)  # CheckOutcome
+
+    @property
+    def passed(self):
+        return self.score == self.max_score
+
+
+@dataclass
+class CellError:
+    """An exception a cell of the notebook raised while it ran."""
+
+    cell: str
+    error: str
+
+
+@dataclass
+class Result:
+    student_id: str
+    assignment: str
+    status: str  # GRADED, INVALID or ERROR
+    score: float = 0.0
+    cells: list = field(default_factory=list)  # CellScore, in the notebook's order
+    output: str = ""  # the summary a student reads first
+    notes: list = field(default_factory=list)  # things a person should know (tampering, crashes)
+    cell_errors: list = field(default_factory=list)  # CellError
+    path: str = ""  # the submitted file
+    notebook_sha256: str = ""
+    seed: int = None
+    sandbox: str = ""  # "bubblewrap", "none" (--unsafe-no-sandbox), "" (never ran)
+    execution_time: float = 0.0
+    timings: dict = field(default_factory=dict)  # seconds per step, for benchmarks
+
+    @property
+    def max_score(self):
+        return sum(cell.max_score for cell in self.cells)
+
+    @property
+    def scores(self):
+        """{grade_id: points}"""
+        return {cell.name: cell.score for cell in self.cells}
+
+    @property
+    def finished(self):
+        return self.status in FINISHED
+
+    @property
+    def unsandboxed(self):
+        return self.sandbox == "none"
+
+    def cell(self, name):
+        return next((cell for cell in self.cells if cell.name == name), None)
+
+    def add_note(self, note):
+        self.notes.append(note)
+        self.output += f"\nNote: {note}"
+
+    def failed_checks(self):
+        """(cell name, CheckOutcome) for every check that failed with a message."""
+        return [(cell.name, check) for cell in self.cells for check in cell.checks
+                if not check.passed and check.message]
+
+    # -- Gradescope's results.json schema, our on-disk format ------------------------------
+    def to_json(self, titles=None):
+        """A dict in Gradescope's schema. `titles` ({grade_id: title}) names the tests as
+        students see them on Gradescope; the grade id is then kept in each test's extra_data."""
+        titles = titles or {}
+        tests = []
+        for cell in self.cells:
+            test = {"name": titles.get(cell.name, cell.name), "score": cell.score, "max_score": cell.max_score,
+                    "status": "passed" if cell.passed else "failed", "output": cell.output,
+                    "visibility": "visible",
+                    "extra_data": {"checks": [vars(check).copy() for check in cell.checks]}}
+            if titles:
+                test["extra_data"]["grade_id"] = cell.name
+            tests.append(test)
+        extra = {"student_id": self.student_id, "path": self.path, "assignment": self.assignment,
+                 "status": self.status, "seed": self.seed, "sandbox": self.sandbox, "notes": list(self.notes),
+                 "cell_errors": [vars(error).copy() for error in self.cell_errors],
+                 "notebook_sha256": self.notebook_sha256, "timings": dict(self.timings)}
+        return {"score": self.score, "execution_time": self.execution_time, "output": self.output,
+                "visibility": "visible", "stdout_visibility": "hidden", "tests": tests, "extra_data": extra}
+
+    @classmethod
+    def from_json(cls, data):
+        """The record back from `to_json`'s dict; ValueError when it is not one."""
+        try:
+            extra = data["extra_data"]
+            cells = [CellScore(name=test.get("extra_data", {}).get("grade_id", test["name"]),
+                               score=float(test["score"]), max_score=float(test["max_score"]),
+                               output=test.get("output", ""),
+                               checks=[CheckOutcome(**check) for check in test.get("extra_data", {}).get("checks", [])])
+                     for test in data.get("tests", [])]
+            return cls(student_id=str(extra["student_id"]), assignment=str(extra.get("assignment", "")),
+                       status=str(extra["status"]), score=float(data["score"]), cells=cells,
+                       output=data.get("output", ""), notes=list(extra.get("notes", [])),
+                       cell_errors=[CellError(**error) for error in extra.get("cell_errors", [])],
+                       path=extra.get("path", ""), notebook_sha256=extra.get("notebook_sha256", ""),
+                       seed=extra.get("seed"), sandbox=extra.get("sandbox", ""),
+                       execution_time=float(data.get("execution_time", 0.0)), timings=dict(extra.get("timings", {})))
+        except (KeyError, TypeError, AttributeError, ValueError) as error:
+            raise ValueError(f"not a result record: {error}") from None
+
+    def without_timings(self):
+        """Everything but the wall-clock measurements: equal whenever the same notebook
+        is graded with the same seed."""
+        stable = self.to_json()
+        stable.pop("execution_time")
+        stable["extra_data"].pop("timings")
+        return stable
+
+
+# -- results/<student>.json -----------------------------------------------------------------
+def result_path(out_dir, student_id):
+    return Path(out_dir) / f"{student_id}.json"
+
+
+def write_result(out_dir, result):
+    return write_atomically(result_path(out_dir, result.student_id), json.dumps(result.to_json(), indent=1))
+
+
+def read_result(out_dir, student_id):
+    """The student's result, or None when there is none (or it cannot be read)."""
+    return _load(result_path(out_dir, student_id))
+
+
+def all_results(out_dir):
+    """Every result in the folder, by student id. Dot-files (the batch's own) and files
+    that are not results are left out."""
+    results = []
+    for path in sorted(Path(out_dir).glob("*.json")):
+        if not path.name.startswith("."):
+            result = _load(path)
+            if result is not None:
+                results.append(result)
+    return results
+
+
+def _load(path):
+    try:
+        return Result.from_json(json.loads(path.read_text()))
+    except (OSError, ValueError):  # JSONDecodeError is a ValueError
+        return None
