@@ -9,6 +9,7 @@ trusted side, and only base-class tensors, numbers, strings, lists and dicts
 get through. (torch is imported where it is used, so that a sandbox can be
 launched before the grader pays for importing it.)
 """
+import contextlib
 import io
 import json
 import os
@@ -125,6 +126,47 @@ def read_reply_frame(fd, deadline=None, buffer=None):
         buffer.extend(bytes(size - len(buffer)))
     buffer[0:1] = kind
     return _read_exactly(fd, size, deadline, buffer, start=1)
+
+
+# -- the probe contract: what checks and the sandbox agree on --------------------
+class StudentError(Exception):
+    """The submission raised or returned something unusable (student-facing)."""
+
+
+class Resource:
+    """Stands for an object that the assignment's own sandbox code makes (a tokenizer, say).
+
+    A check passes `Resource("name")` in a probe's arguments; the side that runs the
+    student's code builds the object with the assignment's `RESOURCES["name"]()`,
+    so the engine needs to know nothing about it.
+    """
+
+    def __init__(self, name):
+        self.name = name
+
+    def __repr__(self):
+        return f"Resource({self.name!r})"
+
+
+@contextlib.contextmanager
+def seeded(seed=None):  # both sides seed alike: checks rebuild what the student's run drew
+    """Like `torch.manual_seed(seed)` inside `torch.random.fork_rng(devices=[])`.
+
+    Only the CPU generator is seeded and restored afterwards. `torch.manual_seed`
+    also queues a seed call, with a stack trace, for every accelerator backend
+    that has not started: about 1 ms a call, in a list that only grows in a
+    long-lived process without a GPU.
+    """
+    import torch
+
+    generator = torch.default_generator
+    state = generator.get_state()
+    if seed is not None:
+        generator.manual_seed(seed)
+    try:
+        yield
+    finally:
+        generator.set_state(state)
 
 
 # -- requests: grader -> sandbox ----------------------------------------------

@@ -40,3 +40,20 @@ def test_a_forbidden_import_breaks_the_contract(tmp_path):
     done = lint_imports(tmp_path)
     assert done.returncode != 0 and "BROKEN" in done.stdout
     assert "autograder.inside.student -> autograder.grading" in done.stdout
+
+
+def test_the_trusted_side_importing_sandbox_code_breaks_the_contract(tmp_path):
+    shutil.copytree(ROOT / "autograder", tmp_path / "autograder", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path)
+    report = tmp_path / "autograder" / "outputs" / "report.py"
+    report.write_text(report.read_text() + "\nfrom autograder.inside.student import to_plain  # noqa\n")
+    done = lint_imports(tmp_path)
+    assert done.returncode != 0 and "autograder.outputs.report -> autograder.inside.student" in done.stdout
+
+
+def test_hidden_checks_use_the_wire_contract_not_sandbox_code():
+    """Checks run on the trusted side: what they share with the sandbox comes from wire."""
+    checks = list(ROOT.glob("exercises/*/checks/*.py"))
+    assert checks
+    for path in checks:
+        assert "autograder.inside" not in path.read_text(), path.relative_to(ROOT)

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from autograder.grading.sandbox import Limits, Sandbox, SandboxStudent
-from autograder.inside.student import StudentError
+from autograder.wire import StudentError
 
 from helpers import ROOT, settled_sandbox_processes
 

@@ -5,7 +5,7 @@ identical parameters (copied by name) and running both on the same input.
 """
 import torch
 
-from autograder.inside.student import seeded
+from autograder.wire import seeded
 from autograder.grading.verdict import close, expect_close, expect_tensor, fail, name_mistake, shape_text
 
 

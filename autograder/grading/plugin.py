@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from autograder.authoring import reference as reference_module
-from autograder.inside.student import StudentError
+from autograder.wire import StudentError
 from autograder.grading.verdict import hint_for, use_hints
 
 

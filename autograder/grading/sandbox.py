@@ -607,7 +607,7 @@ class SandboxStudent:
         self.lost_kind, self.lost = kind, lost_message(kind, detail)
 
     def _probe(self, method, args, kwargs):
-        from autograder.inside.student import StudentError
+        from autograder.wire import StudentError
 
         if self.lost:
             raise StudentError(self.lost)

@@ -36,10 +36,9 @@ def expect_tensor(value, what, shape=None, dtype=None, finite=True):
     if dtype is not None and value.dtype != dtype:
         fail(f"{what}: expected dtype {dtype}, got {value.dtype}.")
     if finite and value.is_floating_point() and not all_finite(value):
-        bad = "NaN" if torch.isnan(value).any() else "infinite"
-        hint = (" This happens when every entry of a row is masked (the diagonal must stay"
-                " visible: tril keeps it) or when -inf is not removed by softmax.")
-        fail(f"{what}: found {bad} values.{hint}")
+        message = f"{what}: found {'NaN' if torch.isnan(value).any() else 'infinite'} values."
+        hint = hint_for(message)  # the assignment knows where they come from (its hints.toml)
+        fail(f"{message} {hint}" if hint else message)
     return value
 
 
@@ -70,44 +69,6 @@ def name_mistake(got, variants, what):
             fail(f"{what} are not right: {explanation}")
 
 
-def diagnose_weights(got, expected, what, variants=()):
-    """Explain why attention weights `got` (..., n, n) differ from `expected`.
-
-    `variants` are (tensor, explanation) pairs: what a known mistake produces.
-    Does nothing when `got` is right.
-    """
-    expect_tensor(got, what, shape=expected.shape, finite=False)
-    if close(got, expected):
-        return
-    name_mistake(got, variants, what)
-    inner = what[0].lower() + what[1:]  # `what` in the middle of a sentence
-    n = got.shape[-1]
-    visible = got.nan_to_num(0.0).abs() > 1e-6
-    if n > 1 and visible.triu(diagonal=1).any() and not visible.tril(diagonal=-1).any():
-        fail(f"{what} are zero (or NaN) below the diagonal and not above it: the mask is"
-             " inverted. Keep the past and the current token (torch.tril), hide the future.")
-    if n > 1 and visible.tril(diagonal=-1).any() and not visible.diagonal(dim1=-2, dim2=-1)[..., 1:].any():
-        fail(f"{what} are zero (or NaN) on the diagonal: the mask hides the diagonal too, but"
-             " every token must see itself. torch.tril(ones) keeps the diagonal; to mark only"
-             " the future use torch.triu(ones, diagonal=1).")
-    if visible.triu(diagonal=1).any():
-        fail(f"{what} are not zero above the diagonal, so tokens see the future. Is the mask"
-             " applied? Before softmax, fill the future with float('-inf'): a fill of 0 still"
-             " gets weight after softmax.")
-    expect_tensor(got, what)
-    rows_ok = torch.allclose(got.sum(-1).double(), torch.ones(()).double(), atol=1e-4)
-    if not rows_ok:
-        if n > 1 and torch.allclose(got.sum(-2).double(), torch.ones(()).double(), atol=1e-4):
-            fail(f"In {inner}, each column sums to 1 instead of each row: softmax ran over the"
-                 " wrong dimension. Use dim=-1 (the keys), not dim=1 or dim=-2.")
-        fail(f"Each row of {inner} should sum to 1, but the row sums range from"
-             f" {got.sum(-1).min().item():.4f} to {got.sum(-1).max().item():.4f}."
-             " After zeroing the future, divide each row by its sum.")
-    fail(f"{what} differ from the expected values (largest difference"
-         f" {max_difference(got, expected):.3g}). Check the scaling by the square root of the"
-         " dimension and which dimension softmax runs over.")
-
-
 def expect_close(got, expected, what, hint=""):
     """Compare an output with the reference; `hint` names the likely causes."""
     expect_tensor(got, what, shape=expected.shape)
@@ -116,7 +77,7 @@ def expect_close(got, expected, what, hint=""):
              f" {max_difference(got, expected):.3g}).{' ' + hint if hint else ''}")
 
 
-# Hints for errors the student's code raised, matched on the error text.
+# Hints for errors the student's code raised (and for NaN or infinite results), matched on the text.
 ERROR_HINTS = (  # for any assignment; an assignment adds its own in exercises/<a>/hints.toml
     ("NotImplementedError", "This part is not answered yet."),
     ("view size is not compatible",

@@ -13,52 +13,15 @@ strings, lists, dicts), so the same checks run against
 When the student's code raises, a probe raises `StudentError`, whose message is
 written for the student.
 """
-import contextlib
 import copy
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
+from autograder.wire import Resource, StudentError, seeded
+
 MAX_ITEMS = 200  # dataset items / batches returned at most
-
-
-class StudentError(Exception):
-    """The submission raised or returned something unusable (student-facing)."""
-
-
-class Resource:
-    """Stands for an object that the assignment's own sandbox code makes (a tokenizer, say).
-
-    A check passes `Resource("name")` in a probe's arguments; the side that runs the
-    student's code builds the object with the assignment's `RESOURCES["name"]()`,
-    so the engine needs to know nothing about it.
-    """
-
-    def __init__(self, name):
-        self.name = name
-
-    def __repr__(self):
-        return f"Resource({self.name!r})"
-
-
-@contextlib.contextmanager
-def seeded(seed=None):
-    """Like `torch.manual_seed(seed)` inside `torch.random.fork_rng(devices=[])`.
-
-    Only the CPU generator is seeded and restored afterwards. `torch.manual_seed`
-    also queues a seed call, with a stack trace, for every accelerator backend
-    that has not started: about 1 ms a call, in a list that only grows in a
-    long-lived process without a GPU.
-    """
-    generator = torch.default_generator
-    state = generator.get_state()
-    if seed is not None:
-        generator.manual_seed(seed)
-    try:
-        yield
-    finally:
-        generator.set_state(state)
 
 
 def to_plain(value, what="your code"):

@@ -1,13 +1,50 @@
 """Shared trusted-side steps for the `causal_attention` hidden checks."""
 import torch
 
-from autograder.grading.verdict import diagnose_weights, expect_tensor, fail, shape_text
-
 from autograder.grading.checklib import randn
+from autograder.grading.verdict import close, expect_tensor, fail, max_difference, name_mistake, shape_text
 
 # "Your journey starts with one step": the book's six 3-d token embeddings.
 JOURNEY = torch.tensor([[0.43, 0.15, 0.89], [0.55, 0.87, 0.66], [0.57, 0.85, 0.64],
                         [0.22, 0.58, 0.33], [0.77, 0.25, 0.10], [0.05, 0.80, 0.55]])
+
+
+def diagnose_weights(got, expected, what, variants=()):
+    """Explain why attention weights `got` (..., n, n) differ from `expected`.
+
+    `variants` are (tensor, explanation) pairs: what a known mistake produces.
+    Does nothing when `got` is right.
+    """
+    expect_tensor(got, what, shape=expected.shape, finite=False)
+    if close(got, expected):
+        return
+    name_mistake(got, variants, what)
+    inner = what[0].lower() + what[1:]  # `what` in the middle of a sentence
+    n = got.shape[-1]
+    visible = got.nan_to_num(0.0).abs() > 1e-6
+    if n > 1 and visible.triu(diagonal=1).any() and not visible.tril(diagonal=-1).any():
+        fail(f"{what} are zero (or NaN) below the diagonal and not above it: the mask is"
+             " inverted. Keep the past and the current token (torch.tril), hide the future.")
+    if n > 1 and visible.tril(diagonal=-1).any() and not visible.diagonal(dim1=-2, dim2=-1)[..., 1:].any():
+        fail(f"{what} are zero (or NaN) on the diagonal: the mask hides the diagonal too, but"
+             " every token must see itself. torch.tril(ones) keeps the diagonal; to mark only"
+             " the future use torch.triu(ones, diagonal=1).")
+    if visible.triu(diagonal=1).any():
+        fail(f"{what} are not zero above the diagonal, so tokens see the future. Is the mask"
+             " applied? Before softmax, fill the future with float('-inf'): a fill of 0 still"
+             " gets weight after softmax.")
+    expect_tensor(got, what)
+    rows_ok = torch.allclose(got.sum(-1).double(), torch.ones(()).double(), atol=1e-4)
+    if not rows_ok:
+        if n > 1 and torch.allclose(got.sum(-2).double(), torch.ones(()).double(), atol=1e-4):
+            fail(f"In {inner}, each column sums to 1 instead of each row: softmax ran over the"
+                 " wrong dimension. Use dim=-1 (the keys), not dim=1 or dim=-2.")
+        fail(f"Each row of {inner} should sum to 1, but the row sums range from"
+             f" {got.sum(-1).min().item():.4f} to {got.sum(-1).max().item():.4f}."
+             " After zeroing the future, divide each row by its sum.")
+    fail(f"{what} differ from the expected values (largest difference"
+         f" {max_difference(got, expected):.3g}). Check the scaling by the square root of the"
+         " dimension and which dimension softmax runs over.")
 
 
 def expect_no_leak(student, handle, x, make_later, what):

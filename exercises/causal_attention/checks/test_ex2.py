@@ -2,10 +2,8 @@
 import pytest
 import torch
 
-from autograder.grading.verdict import diagnose_weights
-
 from autograder.grading.checklib import randn
-from .common import NOTEBOOK_QKT, expect_weights, random_scores, scale_mistakes, weights_from
+from .common import diagnose_weights, NOTEBOOK_QKT, expect_weights, random_scores, scale_mistakes, weights_from
 
 NAME = "mask_before_softmax"
 

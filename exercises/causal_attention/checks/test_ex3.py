@@ -2,12 +2,12 @@
 import pytest
 import torch
 
-from autograder.grading.verdict import diagnose_weights, fail
+from autograder.grading.verdict import fail
 
 from autograder.grading.verdict import expect_tensor
 
 from autograder.grading.checklib import expect_reference_output, paired, randn, student_forward
-from .common import (causal_mistakes, expect_dropout_on_weights, expect_mask_buffer,
+from .common import (diagnose_weights, causal_mistakes, expect_dropout_on_weights, expect_mask_buffer,
                      expect_moves_to_meta, expect_no_leak, JOURNEY, scale_mistakes)
 
 NAME = "CausalAttention"

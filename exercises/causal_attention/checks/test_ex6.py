@@ -2,10 +2,10 @@
 import pytest
 import torch
 
-from autograder.grading.verdict import diagnose_weights, expect_tensor, fail
+from autograder.grading.verdict import expect_tensor, fail
 
 from autograder.grading.checklib import expect_reference_output, paired, randn, student_forward
-from .common import (expect_dropout_on_weights, expect_mask_buffer, expect_moves_to_meta,
+from .common import (diagnose_weights, expect_dropout_on_weights, expect_mask_buffer, expect_moves_to_meta,
                      expect_no_leak, JOURNEY, one_module_mistakes, scale_mistakes)
 
 NAME = "MultiHeadAttentionOneModule"

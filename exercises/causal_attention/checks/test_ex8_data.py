@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from autograder.inside.student import Resource
+from autograder.wire import Resource
 from autograder.grading.verdict import fail
 
 TOKENIZER = Resource("byte_tokenizer")  # made in the sandbox by this assignment's sandbox.py

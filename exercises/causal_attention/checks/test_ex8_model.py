@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from autograder.inside.student import StudentError
+from autograder.wire import StudentError
 from autograder.grading.verdict import expect_tensor, fail, hint_for
 
 from autograder.grading.checklib import expect_reference_output, paired, student_forward

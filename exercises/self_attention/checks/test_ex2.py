@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from autograder.inside.student import StudentError
+from autograder.wire import StudentError
 from autograder.grading.verdict import close, expect_close, expect_tensor, fail, name_mistake
 
 from autograder.grading.checklib import randn

@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from autograder.inside.student import StudentError
+from autograder.wire import StudentError
 from autograder.grading.verdict import expect_tensor, fail
 
 from autograder.grading.checklib import expect_reference_output, paired, randn
