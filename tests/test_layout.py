@@ -32,22 +32,23 @@ def test_every_engine_module_is_on_one_side_of_the_boundary():
             assert any(module == side or module.startswith(side + ".") for side in sides), module
 
 
-def test_a_forbidden_import_breaks_the_contract(tmp_path):
+def lint_with_an_extra_import(tmp_path, module, line):
+    """import-linter's verdict on a copy of the package where `module` (a path) also has `line`."""
     shutil.copytree(ROOT / "autograder", tmp_path / "autograder", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "pyproject.toml", tmp_path)
-    student = tmp_path / "autograder" / "inside" / "student.py"
-    student.write_text(student.read_text() + "\nfrom autograder import grading  # noqa: a check would leak\n")
-    done = lint_imports(tmp_path)
+    changed = tmp_path / "autograder" / module
+    changed.write_text(changed.read_text() + f"\n{line}  # noqa: a deliberate breach\n")
+    return lint_imports(tmp_path)
+
+
+def test_a_forbidden_import_breaks_the_contract(tmp_path):
+    done = lint_with_an_extra_import(tmp_path, "inside/student.py", "from autograder import grading")
     assert done.returncode != 0 and "BROKEN" in done.stdout
     assert "autograder.inside.student -> autograder.grading" in done.stdout
 
 
 def test_the_trusted_side_importing_sandbox_code_breaks_the_contract(tmp_path):
-    shutil.copytree(ROOT / "autograder", tmp_path / "autograder", ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy(ROOT / "pyproject.toml", tmp_path)
-    report = tmp_path / "autograder" / "outputs" / "report.py"
-    report.write_text(report.read_text() + "\nfrom autograder.inside.student import to_plain  # noqa\n")
-    done = lint_imports(tmp_path)
+    done = lint_with_an_extra_import(tmp_path, "outputs/report.py", "from autograder.inside.student import to_plain")
     assert done.returncode != 0 and "autograder.outputs.report -> autograder.inside.student" in done.stdout
 
 
