@@ -51,12 +51,18 @@ def main():
     subprocess.run(["git", "worktree", "add", "--detach", str(base), args.base], cwd=HERE, check=True,
                    capture_output=True)
     try:
-        course = make_course(tmp, args.n)
         trees = {"base": base, "this": HERE}
+        courses = {"this": make_course(tmp / "this", args.n)}
+        # The same notebooks, with the base's own checks (they follow the engine's API of their time).
+        courses["base"] = tmp / "base-course"
+        shutil.copytree(courses["this"], courses["base"])
+        if (base / "exercises").is_dir():
+            shutil.rmtree(courses["base"] / "exercises")
+            shutil.copytree(base / "exercises", courses["base"] / "exercises")
         times = {name: {kind: [] for kind in KINDS} for name in trees}
         for round_ in range(args.rounds):
             for name in (trees if round_ % 2 == 0 else reversed(list(trees))):
-                for kind, seconds in grade(trees[name], course, tmp / f"{name}-{round_}").items():
+                for kind, seconds in grade(trees[name], courses[name], tmp / f"{name}-{round_}").items():
                     times[name][kind] += seconds
         print(f"{args.n} notebooks x {args.rounds} rounds, --jobs 1; base = {args.base}")
         differences = []
