@@ -18,7 +18,7 @@ from helpers import EXAMPLES, ROOT, assignment_of, example, make_notebook, new_c
 
 needs_bwrap = pytest.mark.usefixtures("sandbox_required")
 
-WRONG = EXAMPLES["ben"]  # softmax over dim=1 in Ex3, sqrt(d_out) in Ex6: 17.62 of 26
+WRONG = EXAMPLES["ben"]  # softmax over dim=1 in Ex3, sqrt(d_out) in Ex6: 17.8 of 26
 SEED = 1234
 
 
@@ -214,7 +214,7 @@ def feedback_text(result):
 @needs_bwrap
 def test_attacks_harm_no_one_else(hostile):
     results = hostile["results"]
-    assert results["ben"].score == 17.62
+    assert results["ben"].score == 17.8
     assert results["zz_ada"].score == 26 and results["zz_dee"].score == 0
     assert hostile["before"] == hostile["after"]  # course files, checks and solutions untouched
     out = hostile["report"].out_dir
@@ -335,7 +335,7 @@ def test_kill_9_mid_batch_then_rerun_grades_everything_exactly_once(tmp_path):
     exported = subprocess.run([sys.executable, "-m", "nbgrader", "export"], cwd=course, capture_output=True, text=True)
     assert exported.returncode == 0, exported.stderr[-2000:]
     grades = {r["student_id"]: float(r["raw_score"]) for r in csv.DictReader(open(course / "grades.csv"))}
-    assert len(grades) == 100 and grades["s000_ada"] == 26 and grades["s001_ben"] == 17.62
+    assert len(grades) == 100 and grades["s000_ada"] == 26 and grades["s001_ben"] == 17.8
 
 
 def test_one_notebook_per_student_is_graded_and_the_others_are_named(tmp_path):

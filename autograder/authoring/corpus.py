@@ -12,6 +12,10 @@ the grader must do with it:
                              `also` (cells that build on the broken one)
     outcome = "alternative"  full marks everywhere
 
+A mistake may also name `no_better_than`: another corpus entry (the same wrong
+code without a trick, such as returning the notebook's printed values for the
+notebook's inputs) whose total it must not exceed.
+
 Two entries are implicit: the reference solutions (every check passes) and the
 untouched release (every check fails).
 """
@@ -26,7 +30,7 @@ from autograder.record import GRADED
 
 SOLUTIONS, STUBS = "reference-solutions", "untouched-release"
 OUTCOMES = ("mistake", "alternative")
-FIELDS = {"name", "exercise", "outcome", "about", "diagnostic", "also", "edit", "code"}
+FIELDS = {"name", "exercise", "outcome", "about", "diagnostic", "also", "edit", "code", "no_better_than"}
 
 
 class CorpusError(ValueError):
@@ -43,6 +47,7 @@ class Entry:
     also: tuple = ()
     edits: dict = field(default_factory=dict)  # answer cell -> [(old, new)]
     code: dict = field(default_factory=dict)  # answer cell -> new source
+    no_better_than: str = ""  # an entry whose total this one must not exceed
 
 
 def load(assignment, cells):
@@ -61,6 +66,10 @@ def load(assignment, cells):
             raise CorpusError(f"two entries are named {entry.name!r}")
         seen.add(entry.name)
         entries.append(entry)
+    for entry in entries:
+        if entry.no_better_than and entry.no_better_than not in seen - {entry.name}:
+            raise CorpusError(f"corpus entry {entry.name!r}: no_better_than names no other entry"
+                              f" ({entry.no_better_than!r})")
     return entries
 
 
@@ -79,6 +88,8 @@ def _entry(raw, cells):
         problem = "needs `about`: what the student did"
     elif raw["outcome"] == "mistake" and not raw.get("diagnostic"):
         problem = "a mistake needs the `diagnostic` its feedback must show"
+    elif not isinstance(raw.get("no_better_than", ""), str):
+        problem = "`no_better_than` is the name of another entry"
     elif not (raw.get("edit") or raw.get("code")):
         problem = "needs an `edit` or `code` that makes the submission"
     elif not isinstance(raw.get("also", []), list) or set(raw.get("also", [])) - cells:
@@ -95,7 +106,7 @@ def _entry(raw, cells):
         edits.setdefault(edit["cell"], []).append((edit["old"], edit["new"]))
     return Entry(name=name, exercise=raw["exercise"], outcome=raw["outcome"], about=raw["about"],
                  diagnostic=raw.get("diagnostic", ""), also=tuple(raw.get("also", ())),
-                 edits=edits, code=dict(raw.get("code", {})))
+                 edits=edits, code=dict(raw.get("code", {})), no_better_than=raw.get("no_better_than", ""))
 
 
 def notebook(entry, release_nb, assignment):

@@ -114,6 +114,10 @@ def summarize(assignment, seed, cells, entries, results, seconds):
     for entry in entries:
         result = results.get(entry.name)
         found = judge(entry, result) if result else ["no result"]
+        rival = results.get(entry.no_better_than)
+        if result and rival and result.score > rival.score:
+            found.append(f"scores {result.score:g}, more than {entry.no_better_than} ({rival.score:g}),"
+                         " the same code without the trick")
         report = reports[entry.exercise]
         if entry.outcome == "mistake":
             report.mistakes += 1

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder.grading.plugin import GradingPlugin
+from autograder.grading.plugin import GradingPlugin, withhold_unearned
 
 CHECKS_INI = Path(__file__).resolve().parent / "checks_pytest.ini"
 
@@ -74,6 +74,8 @@ def _by_cell(cells, checks):
     results = {cell: CellResult(cell) for cell in cells}
     for check in checks:
         results[check.grade_id].checks.append(check)
+    for result in results.values():
+        withhold_unearned(result.checks)
     return results
 
 
@@ -85,7 +87,7 @@ def run_checks(assignment, student, cells=None, seed=None):
     log = io.StringIO()
     with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log), _no_plugin_autoload():
         code = pytest.main(_pytest_args(assignment, _check_files(assignment, cells)), plugins=[plugin])
-    if code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+    if code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) or plugin.collect_errors:
         details = "\n".join([*plugin.collect_errors, log.getvalue()])[-3000:]
         raise ChecksBroken(f"the hidden checks did not run (pytest exit {int(code)}):\n{details}")
     return _by_cell(cells, plugin.results)
@@ -151,7 +153,7 @@ class CheckSession:
         self._done.put(("ended", f"{detail}{chr(10) + errors if errors else ''}"))
 
     def _serve(self, session):
-        if session.testsfailed or not session.items:  # collection errors: an instructor's mistake
+        if session.testsfailed or not session.items or self.plugin.collect_errors:  # an instructor's mistake
             if not session.items:
                 self.plugin.collect_errors.append("no checks were collected")
             return

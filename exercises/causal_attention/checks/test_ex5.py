@@ -40,6 +40,26 @@ def test_heads_registered(student):
     student_forward(student, handle, torch.zeros(1, 4, 5), shape=(1, 4, 6))
 
 
+def test_options_reach_every_head(student):
+    """Passes dropout and qkv_bias on to every head"""
+    # What one CausalAttention does with the options: when it ignores one itself (Exercise 3
+    # loses points for that), the wrapper cannot be blamed for heads without it.
+    single = student.structure(student.new("CausalAttention", (5, 2, 10), {"dropout": 0.25, "qkv_bias": True}))
+    head_uses_bias = any(name.endswith(".bias") for name in single.get("parameters", {}))
+    head_uses_dropout = 0.25 in single.get("dropouts", {}).values()
+    handle = student.new(NAME, (5, 6, 3, 10), {"dropout": 0.25, "qkv_bias": True})
+    structure = student.structure(handle)
+    biases = [name for name in structure["parameters"] if name.startswith("heads.") and name.endswith(".bias")]
+    if head_uses_bias and len(biases) != 3 * 3:
+        fail(f"With qkv_bias=True, each of the 3 heads should have a bias in W_query, W_key and W_value"
+             f" (9 in all), but there are {len(biases)}. Pass qkv_bias on when you create each head:"
+             " CausalAttention(d_in, d_out // num_heads, context_length, dropout, qkv_bias).")
+    rates = sorted(rate for name, rate in structure["dropouts"].items() if name.startswith("heads."))
+    if head_uses_dropout and rates != [0.25] * 3:
+        fail(f"With dropout=0.25, each of the 3 heads should drop attention weights with p=0.25, but the"
+             f" heads' dropout rates are {rates or 'missing'}. Pass dropout on when you create each head.")
+
+
 @pytest.mark.weight(2)
 @pytest.mark.parametrize("tokens", [9, 4], ids=["full", "short"])
 def test_reference_values(student, reference, rng, tokens):
@@ -56,6 +76,7 @@ def test_no_future_leak(student, reference, rng):
     expect_no_leak(student, handle, randn(rng, 2, 8, 5), lambda later: later - 2.0, NAME)
 
 
+@pytest.mark.fixed_inputs("test_reference_values")
 def test_canonical_seeded_values(student):
     """Gives the book's values for torch.manual_seed(123) with 2 heads"""
     handle = student.new(NAME, (3, 4, 2, 6), seed=123)
