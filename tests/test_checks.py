@@ -1,14 +1,17 @@
 """The hidden checks in process, on a namespace (the corpus in test_corpus.py covers mistakes)."""
 import pytest
+import torch
 
 from autograder.course import copy_assignment
 from autograder.authoring.regions import read_regions, strip_solution_markers
+from autograder.grading.plugin import CheckResult, withhold_unearned
 from autograder.grading.runner import CheckSession, ChecksBroken, run_checks
 from autograder.inside.student import NamespaceStudent
 
-from helpers import assignment_of
+from helpers import assignment_of, new_course
 
 ASSIGNMENT = assignment_of()
+NOTEBOOK_QKT = torch.tensor([[0.1, 0.2, 0.3], [0.4, 0.5, 0.6], [0.7, 0.8, 0.9]])  # the notebook's scores
 
 
 @pytest.mark.parametrize("seed", [0, 987654])
@@ -52,6 +55,46 @@ def test_hard_coded_outputs_fail_on_another_seed(solved):
     replay = lambda qkt, d_out: recorded.get((tuple(qkt.shape), d_out), qkt)
     result = run_checks(ASSIGNMENT, NamespaceStudent({**solved, "mask_before_softmax": replay}), ["ex2"], seed=2)["ex2"]
     assert result.fraction < 0.5
+
+
+def test_the_notebooks_printed_values_alone_earn_nothing(solved):
+    """Code that recognises the notebook's 3x3 scores and returns the printed weights, but
+    forgets the scaling elsewhere, gets no credit for the notebook-values check."""
+    unscaled = with_edit(solved, "ex1_answer", "qkt / math.sqrt(d_out)", "qkt")["mask_after_softmax"]
+    printed = solved["mask_after_softmax"](NOTEBOOK_QKT, 100)
+
+    def sly(qkt, d_out):
+        return printed if tuple(qkt.shape) == (3, 3) and d_out == 100 else unscaled(qkt, d_out)
+
+    checks = {c.name: c for c in run_checks(ASSIGNMENT, NamespaceStudent({**solved, "mask_after_softmax": sly}),
+                                           ["ex1"], seed=3)["ex1"].checks}
+    assert not checks["test_notebook_values"].passed
+    assert "also right on other inputs" in checks["test_notebook_values"].message
+    honest = run_checks(ASSIGNMENT, NamespaceStudent(solved), ["ex1"], seed=3)["ex1"]
+    assert all(c.passed for c in honest.checks)
+
+
+def test_withheld_only_when_a_needed_check_fails():
+    def check(name, passed, needs=()):
+        return CheckResult("ex1", name, f"about {name}", 1.0, passed, "" if passed else "wrong", needs)
+
+    earned = withhold_unearned([check("test_book", True, ("test_random",)), check("test_random[2d]", True),
+                                check("test_other", False)])
+    assert earned[0].passed and earned[0].message == ""
+    unearned = withhold_unearned([check("test_book", True, ("test_random",)), check("test_random[2d]", True),
+                                  check("test_random[3d]", False)])
+    assert not unearned[0].passed and "about test_random" in unearned[0].message
+    wrong_anyway = withhold_unearned([check("test_book", False, ("test_random",)), check("test_random[3d]", False)])
+    assert wrong_anyway[0].message == "wrong"  # its own message stays
+
+
+def test_a_fixed_inputs_marker_naming_no_check_is_an_instructors_error(tmp_path, solved):
+    course = new_course(tmp_path)
+    check_file = course / "exercises" / ASSIGNMENT.name / "checks" / "test_ex1.py"
+    check_file.write_text(check_file.read_text().replace('fixed_inputs("test_random_scores")',
+                                                         'fixed_inputs("test_random_score")'))
+    with pytest.raises(ChecksBroken, match="test_random_score"):
+        run_checks(assignment_of(course), NamespaceStudent(solved), ["ex1"], seed=0)
 
 
 def test_feedback_never_shows_check_code(solved, stubs):
