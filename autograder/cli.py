@@ -144,7 +144,10 @@ def cmd_grade(args):
     graded = [r for r in report.graded if r.status == GRADED]
     failed = len(report.graded) - len(graded)
     mean = sum(r.score for r in report.results) / len(report.results) if report.results else 0.0
-    console.print(f"graded {len(graded)}, failed {failed}, skipped {report.skipped} (already graded), "
+    reused = sum(r.reused for r in graded)
+    console.print(f"graded {len(graded)}"
+                  + (f" ({reused} with answers identical to another submission's, graded once)" if reused else "")
+                  + f", failed {failed}, skipped {report.skipped} (already graded), "
                   f"mean score {mean:.2f}, wall time {report.seconds:.1f} s; results in {report.out_dir}")
     if any(r.unsandboxed for r in report.graded):
         console.print("[bold red]These results were graded WITHOUT a sandbox (--unsafe-no-sandbox);"

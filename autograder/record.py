@@ -65,6 +65,8 @@ class Result:
     cell_errors: list = field(default_factory=list)  # CellError
     path: str = ""  # the submitted file
     notebook_sha256: str = ""
+    answers_key: str = ""  # what was run and how (see grading/identical.py): equal keys, equal results
+    reused: bool = False  # copied from an identical answer's result instead of run again
     seed: int = None
     sandbox: str = ""  # "bubblewrap", "none" (--unsafe-no-sandbox), "" (never ran)
     execution_time: float = 0.0
@@ -116,7 +118,8 @@ class Result:
         extra = {"student_id": self.student_id, "path": self.path, "assignment": self.assignment,
                  "status": self.status, "seed": self.seed, "sandbox": self.sandbox, "notes": list(self.notes),
                  "cell_errors": [vars(error).copy() for error in self.cell_errors],
-                 "notebook_sha256": self.notebook_sha256, "timings": dict(self.timings)}
+                 "notebook_sha256": self.notebook_sha256, "answers_key": self.answers_key, "reused": self.reused,
+                 "timings": dict(self.timings)}
         return {"score": self.score, "execution_time": self.execution_time, "output": self.output,
                 "visibility": "visible", "stdout_visibility": "hidden", "tests": tests, "extra_data": extra}
 
@@ -135,10 +138,19 @@ class Result:
                        output=data.get("output", ""), notes=list(extra.get("notes", [])),
                        cell_errors=[CellError(**error) for error in extra.get("cell_errors", [])],
                        path=extra.get("path", ""), notebook_sha256=extra.get("notebook_sha256", ""),
+                       answers_key=str(extra.get("answers_key", "")), reused=bool(extra.get("reused", False)),
                        seed=extra.get("seed"), sandbox=extra.get("sandbox", ""),
                        execution_time=float(data.get("execution_time", 0.0)), timings=dict(extra.get("timings", {})))
         except (KeyError, TypeError, AttributeError, ValueError) as error:
             raise ValueError(f"not a result record: {error}") from None
+
+    def copy_for(self, student_id, path, notebook_sha256):
+        """This result for another submission with the same answers (`reused`)."""
+        copy = Result.from_json(self.to_json())
+        copy.output = copy.output.replace(f"{self.student_id}: ", f"{student_id}: ", 1)
+        copy.student_id, copy.path, copy.notebook_sha256 = student_id, str(path), notebook_sha256
+        copy.reused, copy.execution_time, copy.timings = True, 0.0, {}
+        return copy
 
     def without_timings(self):
         """Everything but the wall-clock measurements: equal whenever the same notebook
@@ -154,13 +166,14 @@ def result_path(out_dir, student_id):
     return Path(out_dir) / f"{student_id}.json"
 
 
-def write_result(out_dir, result):
-    return write_atomically(result_path(out_dir, result.student_id), json.dumps(result.to_json(), indent=1))
+def write_result(out_dir, result, path=None):
+    """results/<student>.json (or `path`), atomically."""
+    return write_atomically(path or result_path(out_dir, result.student_id), json.dumps(result.to_json(), indent=1))
 
 
-def read_result(out_dir, student_id):
-    """The student's result, or None when there is none (or it cannot be read)."""
-    return _load(result_path(out_dir, student_id))
+def read_result(out_dir, student_id, path=None):
+    """The student's result (or the one at `path`), or None when there is none or it cannot be read."""
+    return _load(path or result_path(out_dir, student_id))
 
 
 def all_results(out_dir):

@@ -14,7 +14,8 @@ from autograder.grading.batch import grade_batch
 from autograder.grading.sandbox import Sandbox
 from autograder.record import Result
 
-from helpers import EXAMPLES, ROOT, assignment_of, example, make_notebook, new_course, scores, settled_sandbox_processes, write
+from helpers import (EXAMPLES, ROOT, assignment_of, example, make_notebook, new_course, scores,
+                     settled_sandbox_processes, signed, write)
 
 needs_bwrap = pytest.mark.usefixtures("sandbox_required")
 
@@ -309,7 +310,7 @@ def test_kill_9_mid_batch_then_rerun_grades_everything_exactly_once(tmp_path):
     expected = {r.student_id: r.score for r in uninterrupted.results}
     assert expected["ada"] == 26 and 0 < expected["ben"] < 26 and expected["dee"] == 0
     for index in range(100):
-        write(inbox, f"s{index:03d}_{kinds[index % 4]}", notebooks[kinds[index % 4]])
+        write(inbox, f"s{index:03d}_{kinds[index % 4]}", signed(notebooks[kinds[index % 4]], index))  # all run
     out = tmp_path / "out"
     command = [sys.executable, "-m", "autograder.cli", "grade", "causal_attention", str(inbox),
                "--course", str(course), "--out", str(out), "--jobs", "2", "--seed", str(SEED)]

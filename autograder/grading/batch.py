@@ -25,7 +25,8 @@ def grade_batch(assignment, paths, out_dir=None, jobs=2, limits=None, force=Fals
     """Grade `paths` (submissions of `assignment`, an `Assignment` of its course) and write
     every output. Raises NoSandbox or PoisonedInterpreter, before any submission runs or
     anything is written, when grading must not happen."""
-    from autograder.grading.submission import BatchSpec
+    from autograder.grading.identical import CACHE_DIR, IdenticalAnswers
+    from autograder.grading.submission import BatchSpec, write_autograded
     from autograder.grading.sandbox import require_sandbox
     from autograder.grading.scheduler import LocalScheduler
     from autograder.grading.selfcheck import verify
@@ -44,9 +45,14 @@ def grade_batch(assignment, paths, out_dir=None, jobs=2, limits=None, force=Fals
     report = BatchReport(skipped=len(submissions) - len(todo), out_dir=out_dir)
     scheduler = scheduler or LocalScheduler(jobs)
     clock = _Clock(report.phases)
+    source = read_source(assignment)
+    identical = IdenticalAnswers(assignment, spec, out_dir, source, read_release(assignment), use_cache=not force)
+    (out_dir / CACHE_DIR).mkdir(exist_ok=True)
     gradebook = None
-    for result in scheduler.grade(spec, todo):
-        if not report.graded:
+
+    def record(result):
+        nonlocal gradebook
+        if gradebook is None:
             clock("until the first result")
             gradebook = GradebookWriter(course.root, assignment.name)  # a thread: only once workers are forked
         if result.status != ERROR:  # a grader fault is retried next run
@@ -55,10 +61,23 @@ def grade_batch(assignment, paths, out_dir=None, jobs=2, limits=None, force=Fals
         report.graded.append(result)
         if on_result:
             on_result(result)
+
+    def record_copies(copies):
+        for result, notebook in copies:
+            if spec.autograded_dir and result.status != ERROR:
+                write_autograded(spec, result.student_id, notebook, result)
+            record(result)
+
+    # Workers start at once; the answers keys are worked out while they warm up.
+    for result in scheduler.grade(spec, _Counted(identical.to_run(todo), len(todo))):
+        record_copies(identical.take_ready())
+        record(result)
+        record_copies(identical.copies_of(result))
         clock("grading the rest")
+    record_copies(identical.take_ready())  # when nothing had to run
+    record_copies(identical.unanswered(spec))
     clock("stopping the workers")
     report.results = all_results(out_dir)
-    source = read_source(assignment)
     write_grades_csv(out_dir, report.results, list(grade_cells(source)))
     clock("grades.csv")
     if gradebook is None:
@@ -90,6 +109,25 @@ def read_source(assignment):
     import nbformat
 
     return nbformat.read(assignment.source_notebook, as_version=4)
+
+
+def read_release(assignment):
+    import nbformat
+
+    return nbformat.read(assignment.release_notebook, as_version=4)
+
+
+class _Counted:
+    """An iterable that says how long it is at most (a scheduler sizes its pool by it)."""
+
+    def __init__(self, items, count):
+        self.items, self.count = items, count
+
+    def __iter__(self):
+        return iter(self.items)
+
+    def __len__(self):
+        return self.count
 
 
 class _Clock:

@@ -9,7 +9,7 @@ would call the same two functions on cluster workers.
 import multiprocessing
 import os
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-from typing import Iterable, Iterator, Protocol
+from typing import Iterable, Iterator, Protocol, Sized
 
 from autograder.grading.submission import BatchSpec, grade_job, worker_setup
 from autograder.grading.sandbox import NoSandbox
@@ -36,8 +36,9 @@ class LocalScheduler:
         self.jobs = max(1, int(jobs))
 
     def grade(self, spec, submissions):
-        submissions = list(submissions)
-        if not submissions:
+        if not isinstance(submissions, Sized):
+            submissions = list(submissions)
+        if not len(submissions):  # an upper bound: the pool is started before the items are known
             return
         context = multiprocessing.get_context("fork")
         slots = context.Queue()
@@ -48,7 +49,7 @@ class LocalScheduler:
         pool = ProcessPoolExecutor(workers, mp_context=context, initializer=worker_setup,
                                    initargs=(spec, slots, pin))
         try:
-            pending = {pool.submit(grade_job, s): s for s in submissions}
+            pending = {pool.submit(grade_job, s): s for s in submissions}  # may be worked out lazily
             while pending:
                 done, _ = wait(pending, return_when=FIRST_COMPLETED)
                 for future in done:

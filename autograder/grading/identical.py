@@ -1,0 +1,127 @@
+"""Grade identical answers once.
+
+Many students hand in the same thing: the untouched release, a resubmission that
+changed nothing graded, a regrade of a class. A submission's *answers key* is a
+hash of everything that can change its result:
+
+* what runs: the sanitized cells, in order, and what sanitizing restored;
+* what judges it: the course bundle (the assignment's checks, settings, sandbox
+  code and hints, the solutions, the source and release notebooks) and the
+  grader's own code;
+* how: the batch's seed, the limits and the isolation.
+
+Within a batch only the first submission of each key is run; the others get a
+copy of its result, marked `reused`. Across batches in the same output folder,
+`.answers/<key>.json` keeps each key's result, so a rerun, a resubmission or a
+late student with the same answers is not run again. Changing a check, the
+solutions, the seed or the grader changes every key, so nothing stale is reused.
+"""
+import hashlib
+import json
+from pathlib import Path
+
+import autograder
+from autograder.grading.submissions import InvalidNotebook, read_notebook, sanitize, sha256
+from autograder.record import GRADED, read_result, write_result
+
+CACHE_DIR = ".answers"  # a dot-name: all_results does not read it
+BUNDLE_SKIPS = ("corpus.toml", "examples.toml", "notebook.md")  # they change no grade (notebook.md via source)
+
+
+def _files_digest(digest, root, paths):
+    for path in sorted(paths):
+        if "__pycache__" not in path.parts and path.is_file():
+            digest.update(str(path.relative_to(root)).encode() + b"\0")
+            digest.update(hashlib.sha256(path.read_bytes()).digest())
+
+
+def bundle_hash(assignment):
+    """The hash of everything on the trusted side that judges a submission."""
+    digest = hashlib.sha256()
+    folder = assignment.folder
+    _files_digest(digest, folder, (p for p in folder.rglob("*") if p.name not in BUNDLE_SKIPS))
+    for path in (assignment.solutions, assignment.source_notebook, assignment.release_notebook):
+        _files_digest(digest, path.parent, [path])
+    engine = Path(autograder.__file__).parent
+    _files_digest(digest, engine, engine.rglob("*.py"))
+    return digest.hexdigest()
+
+
+class IdenticalAnswers:
+    """Splits a batch into submissions to run and results to copy (see the module's doc)."""
+
+    def __init__(self, assignment, spec, out_dir, source, release, use_cache=True):
+        self.spec, self.source, self.release = spec, source, release
+        self.cache = Path(out_dir) / CACHE_DIR
+        self.use_cache = use_cache
+        self.bundle = bundle_hash(assignment)
+        self.leaders = {}  # key -> the student id being run for it
+        self.followers = {}  # key -> [(submission, sanitized notebook, sha)] waiting for the leader
+        self.ready = []  # (result, sanitized notebook) reused from the cache
+        self.keys = {}  # student id -> key, for the submissions that are run
+        self.done = {}  # key -> the leader's result, once it is in
+
+    def key(self, submission):
+        """(answers key, sanitized notebook), or (None, None) for a file that cannot be read:
+        such a file is graded (as invalid) on its own."""
+        try:
+            clean = sanitize(read_notebook(submission.path), self.source, self.release)
+        except (InvalidNotebook, OSError):
+            return None, None
+        what = {"bundle": self.bundle, "seed": self.spec.seed, "limits": self.spec.limits,
+                "isolation": self.spec.isolation, "cells": clean.cells, "tampering": clean.tampering,
+                "ignored": list(submission.ignored)}
+        return hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest(), clean.notebook
+
+    def to_run(self, submissions):
+        """The submissions that must run, lazily; the others wait in `followers` or `ready`."""
+        for submission in submissions:
+            key, notebook = self.key(submission)
+            if key is None:
+                yield submission
+                continue
+            try:
+                sha = sha256(submission.path)
+            except OSError:
+                yield submission
+                continue
+            if key in self.done:  # the leader's result is already in
+                self.ready.append((self.done[key].copy_for(submission.student_id, submission.path, sha), notebook))
+                continue
+            if key in self.leaders:
+                self.followers.setdefault(key, []).append((submission, notebook, sha))
+                continue
+            cached = read_result(None, None, self.cache / f"{key}.json") if self.use_cache else None
+            if cached is not None and cached.status == GRADED:
+                self.ready.append((cached.copy_for(submission.student_id, submission.path, sha), notebook))
+                continue
+            self.leaders[key] = submission.student_id
+            self.keys[submission.student_id] = key
+            yield submission
+
+    def take_ready(self):
+        ready, self.ready = self.ready, []
+        return ready
+
+    def copies_of(self, result):
+        """[(result, sanitized notebook)] for the submissions that share `result`'s answers;
+        the result itself is kept for later batches."""
+        key = self.keys.get(result.student_id)
+        if key is None:
+            return []
+        result.answers_key = key
+        self.done[key] = result
+        if result.status == GRADED:
+            write_result(None, result, self.cache / f"{key}.json")
+        # An ERROR (the grader's fault) is copied too: like it, the copies are retried next run.
+        return [(result.copy_for(submission.student_id, submission.path, sha), notebook)
+                for submission, notebook, sha in self.followers.pop(key, [])]
+
+    def unanswered(self, spec):
+        """Followers whose leader never came back (a scheduler that lost it): graded next run."""
+        from autograder.grading.scheduler import worker_failure
+
+        left = [(submission, notebook) for waiting in self.followers.values() for submission, notebook, _ in waiting]
+        self.followers = {}
+        return [(worker_failure(spec, submission, RuntimeError("its identical twin was not graded")), notebook)
+                for submission, notebook in left]

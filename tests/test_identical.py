@@ -1,0 +1,128 @@
+"""Identical answers are graded once, within a batch and across batches, and never stale."""
+import nbformat
+import pytest
+
+from autograder.grading.batch import grade_batch
+from autograder.grading.identical import IdenticalAnswers, bundle_hash
+from autograder.grading.submission import BatchSpec
+from autograder.grading.submissions import Submission, sha256
+from autograder.record import ERROR, GRADED, CellScore, Result, read_result
+from helpers import assignment_of, example, new_course
+
+
+class CountingScheduler:
+    """Stands in for the worker pool: 'grades' by the notebook's bytes and remembers who ran."""
+
+    def __init__(self, status=GRADED):
+        self.ran, self.status = [], status
+
+    def grade(self, spec, submissions):
+        for submission in submissions:
+            self.ran.append(submission.student_id)
+            score = float(len(submission.path.read_bytes()) % 7)
+            yield Result(student_id=submission.student_id, assignment=spec.assignment, status=self.status,
+                         score=score, cells=[CellScore("ex1", score, 7.0, "feedback")],
+                         output=f"{submission.student_id}: {score:g} / 7 points", seed=spec.seed,
+                         path=str(submission.path), notebook_sha256=sha256(submission.path))
+
+
+@pytest.fixture
+def course(tmp_path):
+    return new_course(tmp_path)
+
+
+def hand_in(folder, kinds):
+    folder.mkdir(exist_ok=True)
+    for student, kind in kinds.items():
+        notebook = example(kind)
+        for index, cell in enumerate(c for c in notebook.cells if c.cell_type == "code"):
+            cell.execution_count = index + len(student)  # resubmissions differ in runs and metadata,
+        notebook.metadata["last_saved"] = student  # not in answers
+        nbformat.write(notebook, folder / f"{student}.ipynb")
+
+
+def by_student(report):
+    return {r.student_id: r for r in report.graded}
+
+
+def test_a_batch_runs_each_answer_once(course, tmp_path):
+    hand_in(tmp_path / "in", {"a1": "dee", "a2": "dee", "a3": "dee", "b1": "ada", "b2": "ada", "c1": "ben"})
+    scheduler = CountingScheduler()
+    report = grade_batch(assignment_of(course), [tmp_path / "in"], scheduler=scheduler, seed=1)
+    assert sorted(scheduler.ran) == ["a1", "b1", "c1"]
+    results = by_student(report)
+    assert len(results) == 6 and [s for s, r in sorted(results.items()) if r.reused] == ["a2", "a3", "b2"]
+    leader, copy = results["a1"], results["a2"]
+    assert copy.score == leader.score and copy.cells == leader.cells and copy.answers_key == leader.answers_key
+    assert copy.output.startswith("a2: ") and copy.path.endswith("a2.ipynb") and copy.notebook_sha256
+    assert results["b1"].answers_key != leader.answers_key
+    out = report.out_dir
+    assert read_result(out, "a3").reused  # written like any other result ...
+    assert (course / "autograded" / "a3" / "causal_attention" / "causal_attention.ipynb").exists()  # ... everywhere
+    assert (out / "feedback" / "a3.html").exists()
+
+
+def test_later_batches_reuse_and_force_runs_again(course, tmp_path):
+    hand_in(tmp_path / "in", {"a1": "dee", "b1": "ada"})
+    grade_batch(assignment_of(course), [tmp_path / "in"], scheduler=CountingScheduler(), seed=1)
+    hand_in(tmp_path / "in", {"late": "ada"})  # a late student with the same answers
+    scheduler = CountingScheduler()
+    report = grade_batch(assignment_of(course), [tmp_path / "in"], scheduler=scheduler)
+    assert scheduler.ran == [] and report.skipped == 2 and by_student(report)["late"].reused
+    scheduler = CountingScheduler()
+    grade_batch(assignment_of(course), [tmp_path / "in"], scheduler=scheduler, force=True, seed=1)
+    assert sorted(scheduler.ran) == ["a1", "b1"]  # --force: run again (the copy of b1 is "late")
+
+
+def test_a_changed_check_or_seed_reuses_nothing(course, tmp_path):
+    hand_in(tmp_path / "in", {"a1": "ada"})
+    grade_batch(assignment_of(course), [tmp_path / "in"], scheduler=CountingScheduler(), seed=1)
+    hand_in(tmp_path / "in", {"a2": "ada"})
+    check = course / "exercises" / "causal_attention" / "checks" / "test_ex3.py"
+    check.write_text(check.read_text() + "\n# a fixed tolerance\n")
+    scheduler = CountingScheduler()
+    grade_batch(assignment_of(course), [tmp_path / "in"], scheduler=scheduler)
+    assert scheduler.ran == ["a2"]
+    hand_in(tmp_path / "other", {"a3": "ada"})
+    scheduler = CountingScheduler()
+    grade_batch(assignment_of(course), [tmp_path / "other"], scheduler=scheduler, out_dir=tmp_path / "out2", seed=2)
+    assert scheduler.ran == ["a3"]  # another seed: other random inputs, another result
+
+
+def test_grader_errors_are_not_kept(course, tmp_path):
+    hand_in(tmp_path / "in", {"a1": "dee", "a2": "dee"})
+    report = grade_batch(assignment_of(course), [tmp_path / "in"], scheduler=CountingScheduler(ERROR), seed=1)
+    assert {r.status for r in report.graded} == {ERROR} and report.results == []
+    scheduler = CountingScheduler()
+    grade_batch(assignment_of(course), [tmp_path / "in"], scheduler=scheduler)
+    assert scheduler.ran == ["a1"]  # retried, once for both
+
+
+def test_the_bundle_hash_covers_what_judges_and_nothing_else(course):
+    assignment = assignment_of(course)
+    before = bundle_hash(assignment)
+    (assignment.folder / "corpus.toml").write_text((assignment.folder / "corpus.toml").read_text() + "\n# more\n")
+    assert bundle_hash(assignment) == before  # the corpus judges the checks, not students
+    for path in (assignment.solutions, assignment.folder / "assignment.toml",
+                 assignment.folder / "checks" / "common.py"):
+        path.write_text(path.read_text() + "\n# changed\n")
+        assert bundle_hash(assignment) != before, path
+        before = bundle_hash(assignment)
+
+
+def test_the_key_is_about_what_runs(course, tmp_path):
+    assignment = assignment_of(course)
+    spec = BatchSpec(assignment=assignment.name, course=str(course), seed=1)
+    source, release = (nbformat.read(p, as_version=4) for p in (assignment.source_notebook,
+                                                                 assignment.release_notebook))
+    answers = IdenticalAnswers(assignment, spec, tmp_path, source, release)
+    hand_in(tmp_path, {"x": "ben", "y": "ben", "z": "cy"})
+    key = {name: answers.key(Submission(name, tmp_path / f"{name}.ipynb"))[0] for name in "xyz"}
+    assert key["x"] == key["y"] != key["z"]
+    tampered = nbformat.read(tmp_path / "y.ipynb", as_version=4)
+    locked = next(c for c in tampered.cells if c.metadata.get("nbgrader", {}).get("locked"))
+    locked.source += "\nprint('changed')"
+    nbformat.write(tampered, tmp_path / "y.ipynb")
+    assert answers.key(Submission("y", tmp_path / "y.ipynb"))[0] != key["x"]  # its note differs
+    (tmp_path / "broken.ipynb").write_text("{")
+    assert answers.key(Submission("broken", tmp_path / "broken.ipynb")) == (None, None)
