@@ -1,15 +1,26 @@
 """Benchmark: `autograder grade --jobs 2` against `nbgrader autograde` on the same notebooks.
 
-    python benchmarks/grade_vs_nbgrader.py [--n 100] [--skip-nbgrader]
+    python benchmarks/grade_vs_nbgrader.py [--n 100] [--class demo|realistic|both] [--skip-nbgrader]
 
-Both run here on copies of the same N submissions (the example students ada,
-ben, cy and dee in turn), each on its own copy of the course. Ours runs before
-and after nbgrader and the ratio uses the mean of the two, because this
-machine's speed drifts over the ten minutes nbgrader takes. Timed runs are not
-sampled for memory (reading every process's page tables costs CPU); a separate
-run measures the peak memory (PSS) of the whole grading process tree. Also
-prints the per-submission overhead of sandboxing beyond the student's own
-compute, measured with one worker.
+Two classes, each N submissions, each graded by both graders on its own copy of
+the course:
+
+* demo: the example students ada, ben, cy and dee in turn;
+* realistic: every mistake and alternative of the assignment's corpus, one
+  untouched release, a CPU-heavy slow answer, one that crashes its process and
+  one that loops until the time limit (10 s here, for both graders), and copies
+  of the reference solutions for the rest.
+
+No two notebooks are alike (copies carry a comment naming their student), so
+every one is run. Ours runs before and after nbgrader and the ratio uses the
+mean of the two, because this machine's speed drifts over the minutes nbgrader
+takes. For the realistic class it also prints the physical limit: the
+students' own compute (each notebook's cells in a fresh process plus its
+checks, without a sandbox) divided by the cores, the fraction of it reached,
+and the overhead per notebook beyond that compute. A separate run measures the
+peak memory (PSS) of the demo class's grading; timed runs are not sampled.
+For the demo class it prints the per-submission overhead of sandboxing measured
+with one worker, per student.
 """
 import argparse
 import contextlib
@@ -46,6 +57,55 @@ def make_course(tmp, n):
         path.parent.mkdir(parents=True)
         nbformat.write(signed(notebooks[kind], f"student {index}"), path)  # no two alike: every one runs
     return course
+
+
+TIMEOUT = 10  # seconds a notebook may run, in both graders (the looping answer uses all of it)
+EXTRA_ANSWERS = {  # appended to the reference's first answer cell
+    "slow": "_w = torch.randn(256, 256)\nfor _ in range(1500):  # an answer that trains far too long\n"
+            "    _w = (_w @ _w).tanh()\n",
+    "crash": "import os\nos._exit(3)  # the process ends in the middle of the notebook\n",
+    "loop": "while True:  # never returns\n    pass\n",
+}
+
+
+def with_extra_code(notebook, code):
+    import copy
+
+    notebook = copy.deepcopy(notebook)
+    cell = next(c for c in notebook.cells if c.metadata.get("nbgrader", {}).get("solution"))
+    cell.source = cell.source.rstrip("\n") + "\n" + code
+    return notebook
+
+
+def make_realistic_class(tmp, n):
+    """A course whose submitted/ holds the realistic class (see the module's doc); returns
+    (course, {student id: 'slow' | 'crash' | 'loop' | ''})."""
+    import nbformat
+
+    from autograder.authoring import corpus
+    from autograder.authoring.examples import filled_notebook
+    from autograder.course import Course
+    from autograder.grading.submissions import grade_cells
+    from helpers import new_course, signed
+
+    course = new_course(tmp)
+    assignment = Course(course).assignment("causal_attention")
+    release = nbformat.read(assignment.release_notebook, as_version=4)
+    cells = list(grade_cells(nbformat.read(assignment.source_notebook, as_version=4)))
+    reference = filled_notebook(release, assignment, {})
+    special = {label: with_extra_code(reference, code) for label, code in EXTRA_ANSWERS.items()}
+    notebooks = [(label, notebook) for label, notebook in special.items()] + [("untouched", release)]
+    notebooks += [(entry.name, corpus.notebook(entry, release, assignment)) for entry in corpus.load(assignment, cells)]
+    notebooks = notebooks[:n]
+    notebooks += [(f"reference{i}", signed(reference, f"student {i}")) for i in range(n - len(notebooks))]
+    kinds = {}
+    for index, (label, notebook) in enumerate(notebooks):
+        student = f"s{index:03d}_{label}"
+        path = course / "submitted" / student / "causal_attention" / "causal_attention.ipynb"
+        path.parent.mkdir(parents=True)
+        nbformat.write(notebook, path)
+        kinds[student] = label if label in EXTRA_ANSWERS else ""
+    return course, kinds
 
 
 def tree_pss(root_pid):
@@ -99,7 +159,8 @@ class InProcess:
     checks in this process, one thread, checks from one reused pytest session
     (as our workers have) and no traceback display (our sandbox skips it too)."""
 
-    def __init__(self, course):
+    def __init__(self, course, notebooks, warm_up=()):
+        """`notebooks`: {name: path}; `warm_up`: names to run once first (imports, caches)."""
         import nbformat
         import torch
         from IPython.core.interactiveshell import InteractiveShell
@@ -111,13 +172,12 @@ class InProcess:
         torch.set_num_threads(1)
         source = nbformat.read(course / "source/causal_attention/causal_attention.ipynb", as_version=4)
         release = nbformat.read(course / "release/causal_attention/causal_attention.ipynb", as_version=4)
-        self.cells = {kind: sanitize(read_notebook(notebook_path(course, index)), source, release).cells
-                      for index, kind in enumerate(KINDS)}
+        self.cells = {name: sanitize(read_notebook(path), source, release).cells for name, path in notebooks.items()}
         self.shell = InteractiveShell.instance()
         self.shell.showtraceback = lambda *args, **kwargs: None
         self.checks = CheckSession(Course(course).assignment("causal_attention"))
-        for kind in KINDS:
-            self.warm(kind)
+        for name in warm_up:
+            self.warm(name)
         gc.freeze()  # as the sandbox does before it forks: children don't copy what GC would touch
 
     def _run_cells(self, kind):
@@ -139,9 +199,10 @@ class InProcess:
         self.checks.run(NamespaceStudent(self.shell.user_ns), 1)
         return cells, time.perf_counter() - started - cells
 
-    def fresh_cells(self, kind):
-        """Seconds to run the cells in a fresh process forked from this warm one, as any
-        grader that gives each student a clean interpreter must (fork and exit included)."""
+    def fresh_cells(self, kind, timeout=None):
+        """(seconds, finished) to run the cells in a fresh process forked from this warm one,
+        as any grader that gives each student a clean interpreter must (fork and exit
+        included); stopped after `timeout` seconds. `finished`: the cells ran to the end."""
         started = time.perf_counter()
         pid = os.fork()
         if pid == 0:
@@ -149,12 +210,37 @@ class InProcess:
                 self._run_cells(kind)
             finally:
                 os._exit(0)
-        os.waitpid(pid, 0)
-        return time.perf_counter() - started
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                return time.perf_counter() - started, os.waitstatus_to_exitcode(status) == 0
+            if timeout and time.perf_counter() - started > timeout:
+                os.kill(pid, 9)
+                os.waitpid(pid, 0)
+                return timeout, False
+            time.sleep(0.002)
 
 
 def notebook_path(course, index):
     return course / "submitted" / f"s{index:03d}_{KINDS[index % 4]}" / "causal_attention" / "causal_attention.ipynb"
+
+
+def students_compute(course, kinds):
+    """Seconds of the students' own compute for each notebook: its cells in a fresh process
+    (stopped at the time limit) plus its checks, without a sandbox. The checks run in this
+    process, so a notebook that ends its process or hits the limit gets none (as in grading,
+    where its checks then fail at once)."""
+    paths = {student: course / "submitted" / student / "causal_attention" / "causal_attention.ipynb"
+             for student in kinds}
+    in_process = InProcess(course, paths, [next(s for s, kind in kinds.items() if not kind)])
+    seconds = {}
+    for student, kind in kinds.items():
+        cells, finished = in_process.fresh_cells(student, TIMEOUT)
+        checks = 0.0
+        if finished and kind in ("", "slow"):  # run the cells here too, then time the checks on them
+            checks = in_process.warm(student)[1]
+        seconds[student] = cells + checks
+    return seconds
 
 
 def overhead_per_submission(python, course, tmp, rounds=5):
@@ -162,7 +248,7 @@ def overhead_per_submission(python, course, tmp, rounds=5):
     student's own compute in a fresh process (cells in a forked process, plus the
     checks) and in one shared warm process. Measured in alternating rounds so that
     drift in the machine's speed hits all alike; medians over the rounds."""
-    in_process = InProcess(course)
+    in_process = InProcess(course, {kind: notebook_path(course, i) for i, kind in enumerate(KINDS)}, KINDS)
     sandboxed, fresh, warm = ({k: [] for k in KINDS} for _ in range(3))
     for round_ in range(rounds):
         out = tmp / f"single-{round_}"
@@ -175,60 +261,79 @@ def overhead_per_submission(python, course, tmp, rounds=5):
             for _ in range(2):
                 cells, checks = in_process.warm(kind)
                 warm[kind].append(cells + checks)
-                fresh[kind].append(in_process.fresh_cells(kind) + checks)
+                fresh[kind].append(in_process.fresh_cells(kind)[0] + checks)
     return [{k: statistics.median(v) for k, v in d.items()} for d in (sandboxed, fresh, warm)]
+
+
+def compare(python, course, n, label, skip_nbgrader, sample_memory=False, timeout=None):
+    """Grade `course`'s submissions with ours, nbgrader, ours again; returns ours' mean seconds."""
+    limits = ["--timeout", str(timeout)] if timeout else []
+    subprocess.run([python, "-m", "nbgrader", "generate_assignment", "causal_attention", "--force"],
+                   cwd=course, check=True, capture_output=True)  # both graders start from the same release
+    copies = {name: course.parent / f"{course.name}-{name}" for name in ("nbgrader", "second", "memory")}
+    for copy in copies.values():
+        shutil.copytree(course, copy)
+
+    def ours(where, sample=False):
+        return timed([python, "-m", "autograder.cli", "grade", "causal_attention", "submitted", *limits,
+                      "--course", str(where), "--jobs", "2", "--seed", "1", "--verbose"], where, sample)
+
+    print(f"\n== {label} class: {n} submissions, {os.cpu_count()} cores, course {course}")
+    first, _, log = ours(course)
+    print(f"autograder grade --jobs 2: {first:7.1f} s  ({first / n * 1000:.0f} ms per submission)")
+    print("  " + " ".join(log.split("time spent:")[-1].split()))  # where the time went
+    graded = all_results(course / "graded" / "causal_attention")
+    for key, what in (("sandbox_cpu", "the student's sandboxed process"), ("grader_cpu", "the grader (checks, outputs)")):
+        values = [v for v in (r.timings.get(key) for r in graded) if v is not None]
+        if values:
+            print(f"  CPU per submission, {what}: {statistics.mean(values) * 1000:.0f} ms")
+    runs = [first]
+    if not skip_nbgrader:
+        nbgrader_limits = [f"--ExecutePreprocessor.timeout={timeout}"] if timeout else []
+        theirs, _, _ = timed([python, "-m", "nbgrader", "autograde", "causal_attention", "--create", "--force",
+                              *nbgrader_limits], copies["nbgrader"])
+        print(f"nbgrader autograde:        {theirs:7.1f} s  ({theirs / n * 1000:.0f} ms per submission)")
+        second, _, _ = ours(copies["second"])
+        runs.append(second)
+        print(f"autograder grade --jobs 2: {second:7.1f} s  (again, after nbgrader)")
+        print(f"speed-up: {theirs / statistics.mean(runs):.1f}x"
+              f"  (nbgrader against the mean of our two runs; {theirs / max(runs):.1f}x against the slower)")
+    if sample_memory:
+        _, pss, _ = ours(copies["memory"], sample=True)
+        print(f"peak memory of autograder grade --jobs 2 (all its processes, PSS): {pss / 2**30:.2f} GiB")
+    return statistics.mean(runs)
 
 
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--n", type=int, default=100)
+    parser.add_argument("--class", dest="kind", choices=["demo", "realistic", "both"], default="both")
     parser.add_argument("--skip-nbgrader", action="store_true")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench-"))
-    course = make_course(tmp, args.n)
     python = sys.executable
-    # Both graders start from the same released course (gradebook and assignment in it).
-    subprocess.run([python, "-m", "nbgrader", "generate_assignment", "causal_attention", "--force"],
-                   cwd=course, check=True, capture_output=True)
-    copies = {name: tmp / name for name in ("nbgrader_course", "second", "memory")}
-    for copy in copies.values():
-        shutil.copytree(course, copy)
-    print(f"{args.n} submissions, {os.cpu_count()} cores, course {course}")
-
-    def ours(where, sample_memory=False):
-        return timed([python, "-m", "autograder.cli", "grade", "causal_attention", "submitted",
-                      "--course", str(where), "--jobs", "2", "--seed", "1", "--verbose"], where, sample_memory)
-
-    first, _, log = ours(course)
-    print(f"autograder grade --jobs 2: {first:7.1f} s  ({first / args.n * 1000:.0f} ms per submission)")
-    print("  " + " ".join(log.split("time spent:")[-1].split()))  # where the time went
-    graded = all_results(course / "graded" / "causal_attention")
-    for key, what in (("sandbox_cpu", "the student's sandboxed process"), ("grader_cpu", "the grader (checks, outputs)")):
-        values = [r.timings.get(key) for r in graded]
-        values = [v for v in values if v is not None]
-        if values:
-            print(f"  CPU per submission, {what}: {statistics.mean(values) * 1000:.0f} ms")
-    if not args.skip_nbgrader:
-        theirs, _, _ = timed([python, "-m", "nbgrader", "autograde", "causal_attention", "--create", "--force"],
-                             copies["nbgrader_course"])
-        print(f"nbgrader autograde:        {theirs:7.1f} s  ({theirs / args.n * 1000:.0f} ms per submission)")
-        second, _, _ = ours(copies["second"])
-        print(f"autograder grade --jobs 2: {second:7.1f} s  (again, after nbgrader)")
-        print(f"speed-up: {theirs / statistics.mean([first, second]):.1f}x"
-              f"  (nbgrader against the mean of our two runs; {theirs / max(first, second):.1f}x against the slower)")
-    _, pss, _ = ours(copies["memory"], sample_memory=True)
-    print(f"peak memory of autograder grade --jobs 2 (all its processes, PSS): {pss / 2**30:.2f} GiB")
-
-    graded, fresh, warm = overhead_per_submission(python, course, tmp)
-    print("one worker (--jobs 1), per submission:")
-    for kind in KINDS:
-        print(f"  {kind}: {graded[kind] * 1000:6.0f} ms in the sandbox, {fresh[kind] * 1000:6.0f} ms in a fresh"
-              f" process without one, {warm[kind] * 1000:6.0f} ms in a warm shared process")
-    print("per-submission overhead beyond the student's own compute in a fresh process:"
-          f" {statistics.mean(graded[k] - fresh[k] for k in KINDS) * 1000:.0f} ms"
-          f" (beyond a warm process shared by all students, which no isolating grader can use:"
-          f" {statistics.mean(graded[k] - warm[k] for k in KINDS) * 1000:.0f} ms)")
-
+    if args.kind in ("realistic", "both"):
+        course, kinds = make_realistic_class(tmp / "realistic", args.n)
+        ours = compare(python, course, args.n, "realistic", args.skip_nbgrader, timeout=TIMEOUT)
+        compute = students_compute(course, kinds)
+        total, cores = sum(compute.values()), 2
+        limit = total / cores
+        print(f"the students' own compute: {total:.1f} s in all ({total / args.n * 1000:.0f} ms per notebook);"
+              f" the physical limit on {cores} cores: {limit:.1f} s")
+        print(f"fraction of the limit reached: {limit / ours:.0%};"
+              f" overhead per notebook beyond the students' compute: {(cores * ours - total) / args.n * 1000:.0f} ms")
+    if args.kind in ("demo", "both"):
+        course = make_course(tmp / "demo", args.n)
+        compare(python, course, args.n, "demo", args.skip_nbgrader, sample_memory=True)
+        graded, fresh, warm = overhead_per_submission(python, course, tmp)
+        print("one worker (--jobs 1), per submission:")
+        for kind in KINDS:
+            print(f"  {kind}: {graded[kind] * 1000:6.0f} ms in the sandbox, {fresh[kind] * 1000:6.0f} ms in a fresh"
+                  f" process without one, {warm[kind] * 1000:6.0f} ms in a warm shared process")
+        print("per-submission overhead beyond the student's own compute in a fresh process:"
+              f" {statistics.mean(graded[k] - fresh[k] for k in KINDS) * 1000:.0f} ms"
+              f" (beyond a warm process shared by all students, which no isolating grader can use:"
+              f" {statistics.mean(graded[k] - warm[k] for k in KINDS) * 1000:.0f} ms)")
     shutil.rmtree(tmp, ignore_errors=True)
 
 
