@@ -13,7 +13,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from autograder.course import Course, CourseError
+from autograder.course import Course, CourseError, write_atomically
 from autograder.record import ERROR, GRADED
 
 console = Console(width=None if Console().is_terminal else 140)  # no cramped tables in logs
@@ -190,6 +190,40 @@ def cmd_gradescope(args):
     return 0
 
 
+def cmd_export(args):
+    """Write the autograded totals as Canvas's or Moodle's gradebook import CSV."""
+    from autograder.grading.submissions import grade_cells
+    from autograder.grading.batch import read_source
+    from autograder.outputs import lms
+    from autograder.record import all_results
+
+    assignment = _assignment(args)
+    out_dir = Path(args.results or assignment.course.graded(assignment.name))
+    results = all_results(out_dir)
+    if not results:
+        console.print(f"[red]No results in {out_dir}[/red]: grade first with `autograder grade {args.assignment} PATH`.")
+        return 1
+    try:
+        roster = lms.read_roster(args.roster) if args.roster else None
+        column = args.column or assignment.title
+        if args.lms == "canvas":
+            export = lms.canvas(results, column, sum(grade_cells(read_source(assignment)).values()), roster)
+        else:
+            export = lms.moodle(results, column, roster, key=args.key)
+    except lms.RosterError as error:
+        console.print(f"[red]autograder export: {error}[/red]", highlight=False)
+        return 2
+    target = write_atomically(Path(args.out or out_dir / f"{args.lms}-{assignment.name}.csv"), export.text)
+    console.print(f"wrote {target}: {export.exported} grades for {args.lms.capitalize()}'s gradebook import"
+                  " (autograded points only: written answers graded in formgrader are not in it)")
+    for label, students in (("on the roster but not graded (left empty)", export.without_result),
+                            ("graded but not on the roster (not in the file)", export.not_on_roster),
+                            ("not graded yet because of a grader error (left empty)", export.not_finished)):
+        if students:
+            console.print(f"[yellow]{len(students)} {label}:[/yellow] {', '.join(students)}", highlight=False)
+    return 0
+
+
 def may_run_student_code(unsafe_no_sandbox):
     """Refuse (NoSandbox, PoisonedInterpreter) before anything runs; warn loudly when unsafe."""
     from autograder.grading.sandbox import require_sandbox, unsafe_warning
@@ -303,7 +337,7 @@ def main(argv=None):
     p.add_argument("--timeout", type=float, default=0,
                    help="seconds per submission (default: the assignment's, else 120)")
     p.add_argument("--memory-mb", type=int, default=0,
-                   help="memory per submission on top of the warm interpreter (default 4096)")
+                   help="memory per submission on top of the warm interpreter (default: the assignment's, else 4096)")
     p.add_argument("--force", action="store_true", help="grade again what is already graded")
     p.add_argument("--seed", type=int, help="input seed (default: random, kept for the batch)")
     p.add_argument("--verbose", action="store_true", help="also print where the time went")
@@ -322,6 +356,16 @@ def main(argv=None):
                    help="let the bundle grade without bubblewrap where Gradescope's image cannot run it"
                         " (student code then runs as a separate user, not in a sandbox)")
     p.set_defaults(func=cmd_gradescope)
+    p = sub.add_parser("export", help="write the grades as Canvas's or Moodle's gradebook import CSV")
+    p.add_argument("lms", choices=["canvas", "moodle"])
+    p.add_argument("assignment")
+    p.add_argument("--roster", help="CSV mapping student_id to the LMS's identities (see outputs/lms.py)")
+    p.add_argument("--out", help="CSV to write (default: RESULTS/LMS-ASSIGNMENT.csv)")
+    p.add_argument("--results", help="results folder (default: COURSE/graded/ASSIGNMENT)")
+    p.add_argument("--column", help="the grade column's name (default: the assignment's title)")
+    p.add_argument("--key", choices=["id_number", "email"], default="id_number",
+                   help="Moodle: match students by ID number (default) or email")
+    p.set_defaults(func=cmd_export)
     p = sub.add_parser("init", help="create an empty course folder (nbgrader config, exercises/, solutions/)")
     p.add_argument("folder")
     p.set_defaults(func=cmd_init)

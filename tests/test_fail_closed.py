@@ -11,7 +11,7 @@ import pytest
 
 from autograder.grading import selfcheck
 
-from helpers import example, make_notebook, new_course, path_without_bwrap, write
+from helpers import EXAMPLES, ROOT, example, make_notebook, new_course, path_without_bwrap, write
 
 ASSIGNMENT = "causal_attention"
 pytestmark = pytest.mark.usefixtures("sandbox_required")  # root, and a real bubblewrap to hide
@@ -202,3 +202,41 @@ def test_a_fresh_python_still_has_genuine_comparisons():
     done = subprocess.run([sys.executable, "-c", "from autograder.grading import selfcheck; selfcheck.verify(); print('ok')"],
                           capture_output=True, text=True)
     assert done.stdout.strip() == "ok", done.stdout + done.stderr
+
+
+LOOK_AT_TMP = """
+import os, sys
+raise RuntimeError(f"my /tmp holds {sorted(os.listdir('/tmp'))}; python is {sys.executable}")
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("sandbox_required")
+def test_a_package_installed_in_a_venv_under_tmp_grades_alike_and_stays_out_of_the_students_tmp(tmp_path):
+    """CI runners and throw-away setups install into `python -m venv /tmp/...`; the sandbox has a
+    /tmp of its own, so that interpreter must appear elsewhere in it, and grade the same.
+    (benchmarks/venv_under_tmp.py shows it costs no time per notebook.)"""
+    env_dir = tmp_path / "venv"
+    venv.EnvBuilder(system_site_packages=True, with_pip=True).create(env_dir)
+    python = env_dir / "bin" / "python"
+    subprocess.run([python, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", str(ROOT)],
+                   check=True, capture_output=True, timeout=600)
+    found = subprocess.run([python, "-c", "import autograder; print(autograder.__file__)"],
+                           capture_output=True, text=True, check=True, cwd="/").stdout
+    assert found.startswith(str(env_dir))  # the venv's own copy, not this checkout
+    course = new_course(tmp_path)
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    write(inbox, "ada", example("ada"))
+    write(inbox, "ben", example("ben"))
+    write(inbox, "looker", make_notebook(EXAMPLES["ada"], after={"ex1": LOOK_AT_TMP}))
+    done = subprocess.run([python, "-m", "autograder.cli", "grade", ASSIGNMENT, inbox, "--course", course,
+                           "--seed", "1"], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PYTHONPATH": ""}, cwd="/")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    rows = {r["student_id"]: r for r in csv.DictReader(open(course / "graded" / ASSIGNMENT / "grades.csv"))}
+    assert float(rows["ada"]["total"]) == 26 and float(rows["ben"]["total"]) == 17.8
+    looker = json.loads((course / "graded" / ASSIGNMENT / "looker.json").read_text())
+    seen = " ".join(error["error"] for error in looker["extra_data"]["cell_errors"])
+    assert "my /tmp holds" in seen and "pytest-of" not in seen.split("python is")[0], seen
+    assert float(rows["looker"]["total"]) == 26

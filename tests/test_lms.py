@@ -1,0 +1,110 @@
+"""Grades out to Canvas and Moodle: their import columns, a roster, nobody dropped in silence."""
+import csv
+import io
+import subprocess
+import sys
+
+import pytest
+
+from autograder.outputs import lms
+from autograder.record import ERROR, GRADED, INVALID, CellScore, Result, write_result
+from helpers import new_course
+
+
+def result(student, score, status=GRADED):
+    return Result(student_id=student, assignment="causal_attention", status=status, score=score,
+                  cells=[CellScore("ex1", score, 26.0)])
+
+
+RESULTS = [result("s1", 26), result("s2", 17.8), result("s3", 0, INVALID), result("s4", 0, ERROR),
+           result("stranger", 12)]
+ROSTER = """student_id,name,canvas_id,sis_user_id,sis_login_id,section,email,id_number
+s1,"Lovelace, Ada",101,A001,ada,Mon,ada@uni.example,A001
+s2,"Babbage, Ben",102,A002,ben,Tue,ben@uni.example,A002
+s3,"Cy, Cy",103,A003,cy,Mon,cy@uni.example,A003
+s4,"Dee, Dee",104,A004,dee,Tue,dee@uni.example,A004
+s5,"Eve, Eve",105,A005,eve,Mon,eve@uni.example,A005
+"""
+
+
+def rows(text):
+    return list(csv.reader(io.StringIO(text)))
+
+
+@pytest.fixture
+def roster(tmp_path):
+    path = tmp_path / "roster.csv"
+    path.write_text("\ufeff" + ROSTER)  # as Excel saves it
+    return lms.read_roster(path)
+
+
+def test_canvas_has_its_columns_the_points_row_and_every_roster_student(roster):
+    export = lms.canvas(RESULTS, "Causal attention", 26, roster)
+    table = rows(export.text)
+    assert table[0] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "Causal attention"]
+    assert table[1] == ["Points Possible", "", "", "", "", "26"]
+    by_login = {row[3]: row for row in table[2:]}
+    assert by_login["ada"] == ["Lovelace, Ada", "101", "A001", "ada", "Mon", "26"]
+    assert by_login["ben"][5] == "17.8" and by_login["cy"][5] == "0"  # an invalid notebook is a real 0
+    assert by_login["dee"][5] == "" and by_login["eve"][5] == ""  # no grade yet: left for a person
+    assert export.exported == 3
+    assert export.without_result == ["s5"] and export.not_on_roster == ["stranger"] and export.not_finished == ["s4"]
+
+
+def test_moodle_by_id_number_or_email(roster):
+    table = rows(lms.moodle(RESULTS, "Causal attention", roster).text)
+    assert table[0] == ["ID number", "Causal attention"] and ["A002", "17.8"] in table
+    table = rows(lms.moodle(RESULTS, "Causal attention", roster, key="email").text)
+    assert table[0] == ["Email address", "Causal attention"] and ["ada@uni.example", "26"] in table
+    with pytest.raises(lms.RosterError, match="by email or id_number, not name"):
+        lms.moodle(RESULTS, "x", roster, key="name")
+
+
+def test_without_a_roster_student_ids_are_the_lms_ids():
+    table = rows(lms.canvas(RESULTS, "A", 26).text)
+    assert ["s1", "", "s1", "", "", "26"] in table and len(table) == 2 + len(RESULTS)
+    table = rows(lms.moodle(RESULTS, "A").text)
+    assert ["stranger", "12"] in table
+
+
+@pytest.mark.parametrize("text, words", [
+    ("name,email\nAda,a@x\n", "needs a student_id column"),
+    ("student_id,email\ns1,a@x\ns1,b@x\n", "on the roster twice"),
+    ("student_id,email\n,a@x\n", "line 2: no student_id"),
+])
+def test_a_bad_roster_is_named(tmp_path, text, words):
+    path = tmp_path / "roster.csv"
+    path.write_text(text)
+    with pytest.raises(lms.RosterError, match=words):
+        lms.read_roster(path)
+
+
+def test_a_roster_without_the_needed_ids_is_refused(tmp_path):
+    path = tmp_path / "roster.csv"
+    path.write_text("student_id,email\ns1,a@x\n")
+    roster = lms.read_roster(path)
+    with pytest.raises(lms.RosterError, match="Canvas matches students"):
+        lms.canvas(RESULTS, "A", 26, roster)
+    with pytest.raises(lms.RosterError, match="no id_number for s1"):
+        lms.moodle(RESULTS, "A", roster)
+
+
+def test_the_export_command(tmp_path):
+    course = new_course(tmp_path)
+    out = course / "graded" / "causal_attention"
+    out.mkdir(parents=True)
+    for item in RESULTS:
+        write_result(out, item)
+    (tmp_path / "roster.csv").write_text(ROSTER)
+    done = subprocess.run([sys.executable, "-m", "autograder.cli", "export", "canvas", "causal_attention",
+                           "--course", str(course), "--roster", str(tmp_path / "roster.csv")],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    said = " ".join(done.stdout.split())
+    assert "3 grades" in said and "not graded (left empty): s5" in said and "not on the roster" in said
+    table = rows((out / "canvas-causal_attention.csv").read_text())
+    assert table[1][-1] == "26" and table[0][-1] == "Causal attention"
+    done = subprocess.run([sys.executable, "-m", "autograder.cli", "export", "moodle", "causal_attention",
+                           "--course", str(course), "--roster", str(tmp_path / "missing.csv")],
+                          capture_output=True, text=True)
+    assert done.returncode == 2 and "cannot read the roster" in " ".join(done.stdout.split())
