@@ -149,6 +149,9 @@ def cmd_grade(args):
                   + (f" ({reused} with answers identical to another submission's, graded once)" if reused else "")
                   + f", failed {failed}, skipped {report.skipped} (already graded), "
                   f"mean score {mean:.2f}, wall time {report.seconds:.1f} s; results in {report.out_dir}")
+    if report.changes:
+        console.print(f"{len(report.changes)} students' scores changed since their last grading: see"
+                      f" {report.out_dir / 'changes.csv'} (the previous results are in {report.out_dir / 'history'})")
     if any(r.unsandboxed for r in report.graded):
         console.print("[bold red]These results were graded WITHOUT a sandbox (--unsafe-no-sandbox);"
                       " grades.csv, the report and the feedback pages say so.[/bold red]")

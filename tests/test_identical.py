@@ -1,4 +1,7 @@
-"""Identical answers are graded once, within a batch and across batches, and never stale."""
+"""Identical answers are graded once, within a batch and across batches, and never stale;
+regrades keep the results they replace and list whose score moved."""
+import csv
+
 import nbformat
 import pytest
 
@@ -6,7 +9,7 @@ from autograder.grading.batch import grade_batch
 from autograder.grading.identical import IdenticalAnswers, bundle_hash
 from autograder.grading.submission import BatchSpec
 from autograder.grading.submissions import Submission, sha256
-from autograder.record import ERROR, GRADED, CellScore, Result, read_result
+from autograder.record import ERROR, GRADED, CellScore, CheckOutcome, Result, read_result
 from helpers import assignment_of, example, new_course
 
 
@@ -126,3 +129,47 @@ def test_the_key_is_about_what_runs(course, tmp_path):
     assert answers.key(Submission("y", tmp_path / "y.ipynb"))[0] != key["x"]  # its note differs
     (tmp_path / "broken.ipynb").write_text("{")
     assert answers.key(Submission("broken", tmp_path / "broken.ipynb")) == (None, None)
+
+
+# -- regrades keep the previous results and say what changed --------------------------------
+class ShiftingScheduler(CountingScheduler):
+    """'Grades' like CountingScheduler, plus `shift` points for the students in `moved`."""
+
+    def __init__(self, moved=(), shift=1.0):
+        super().__init__()
+        self.moved, self.shift = set(moved), shift
+
+    def grade(self, spec, submissions):
+        for result in super().grade(spec, submissions):
+            if result.student_id in self.moved:
+                result.score += self.shift
+                result.cells[0].score += self.shift
+                result.cells[0].checks = [CheckOutcome("test_tolerance", "close enough", True)]
+            else:
+                result.cells[0].checks = [CheckOutcome("test_tolerance", "close enough", False, 1.0, "no")]
+            yield result
+
+
+def test_a_regrade_keeps_the_old_results_and_lists_whose_score_moved(course, tmp_path):
+    hand_in(tmp_path / "in", {"a1": "ada", "b1": "ben", "c1": "cy", "d1": "dee"})
+    first = grade_batch(assignment_of(course), [tmp_path / "in"], scheduler=ShiftingScheduler(), seed=1)
+    before = {r.student_id: r.score for r in first.results}
+    assert first.changes == [] and not (first.out_dir / "changes.csv").exists()
+    second = grade_batch(assignment_of(course), [tmp_path / "in"], scheduler=ShiftingScheduler({"b1", "c1"}),
+                         seed=1, force=True)
+    out = second.out_dir
+    rows = list(csv.DictReader(open(out / "changes.csv")))
+    assert [r["student_id"] for r in rows] == ["b1", "c1"]
+    assert float(rows[0]["old_score"]) == before["b1"] and float(rows[0]["new_score"]) == before["b1"] + 1
+    assert rows[0]["change"] == "+1" and rows[0]["checks_now_passing"] == "ex1: test_tolerance"
+    history = list((out / "history").iterdir())
+    assert len(history) == 1 and sorted(p.name for p in history[0].iterdir()) == [
+        "a1.json", "b1.json", "c1.json", "d1.json"]
+    assert read_result(None, None, history[0] / "b1.json").score == before["b1"]  # the old result, kept
+    assert read_result(out, "b1").score == before["b1"] + 1
+    third = grade_batch(assignment_of(course), [tmp_path / "in"], scheduler=ShiftingScheduler({"a1"}, 2.0),
+                        seed=1, force=True)
+    assert [r["student_id"] for r in csv.DictReader(open(out / "changes.csv"))] == ["a1", "b1", "c1"]
+    assert len(third.changes) == 3  # a1 moved up; b1 and c1 moved back down
+    kept = sorted((out / "history").glob("*/changes.csv"))
+    assert len(kept) == 1  # the second run's changes.csv, before the third replaced it

@@ -1,10 +1,11 @@
 """`autograder grade`: grade a batch of submissions, resumably, and write every output."""
 import time
+from datetime import datetime, timezone
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder.course import write_atomically
-from autograder.outputs.results import (GradebookWriter, already_graded, batch_seed, record_wall_time,
+from autograder.outputs.results import (GradebookWriter, Regrade, already_graded, batch_seed, record_wall_time,
                                         sync_gradebook, write_grades_csv)
 from autograder.record import ERROR, all_results, write_result
 from autograder.grading.submissions import discover, grade_cells, sha256
@@ -18,6 +19,7 @@ class BatchReport:
     seconds: float = 0.0
     out_dir: Path = None
     phases: dict = field(default_factory=dict)  # wall seconds per step, for benchmarks
+    changes: list = field(default_factory=list)  # (previous, new) results whose score moved in this run
 
 
 def grade_batch(assignment, paths, out_dir=None, jobs=2, limits=None, force=False, seed=None,
@@ -49,6 +51,7 @@ def grade_batch(assignment, paths, out_dir=None, jobs=2, limits=None, force=Fals
     identical = IdenticalAnswers(assignment, spec, out_dir, source, read_release(assignment), use_cache=not force)
     (out_dir / CACHE_DIR).mkdir(exist_ok=True)
     gradebook = None
+    regrade = Regrade(out_dir, datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ"))
 
     def record(result):
         nonlocal gradebook
@@ -56,6 +59,7 @@ def grade_batch(assignment, paths, out_dir=None, jobs=2, limits=None, force=Fals
             clock("until the first result")
             gradebook = GradebookWriter(course.root, assignment.name)  # a thread: only once workers are forked
         if result.status != ERROR:  # a grader fault is retried next run
+            regrade.keep(result)  # the previous result, if any, goes to history/ first
             write_result(out_dir, result)
             gradebook.add(result)
         report.graded.append(result)
@@ -78,6 +82,8 @@ def grade_batch(assignment, paths, out_dir=None, jobs=2, limits=None, force=Fals
     record_copies(identical.unanswered(spec))
     clock("stopping the workers")
     report.results = all_results(out_dir)
+    report.changes = regrade.changes
+    regrade.write_changes()
     write_grades_csv(out_dir, report.results, list(grade_cells(source)))
     clock("grades.csv")
     if gradebook is None:

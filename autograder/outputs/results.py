@@ -14,7 +14,7 @@ import warnings
 from pathlib import Path
 
 from autograder.course import write_atomically
-from autograder.record import read_result
+from autograder.record import read_result, write_result
 
 BATCH_FILE = ".batch.json"  # a dot-name: no student id can collide with it
 
@@ -239,3 +239,57 @@ class GradebookWriter:
         self.thread.join()
         if self.error is not None:
             raise self.error
+
+
+# -- regrades: keep what was there, say what changed ---------------------------------------
+HISTORY_DIR = "history"
+
+
+class Regrade:
+    """Keeps every result a batch replaces, and what changed.
+
+    Before a student's result is overwritten, the previous one is copied to
+    `history/<run>/<student>.json` (`run` is the batch's start time), so nothing is
+    ever lost to a regrade. `write_changes` then lists, in `changes.csv`, each
+    student whose score moved: old and new score and the checks that flipped.
+    """
+
+    def __init__(self, out_dir, started):
+        self.out_dir = Path(out_dir)
+        self.folder = self.out_dir / HISTORY_DIR / started
+        self.changes = []  # (previous, new)
+
+    def keep(self, result):
+        previous = read_result(self.out_dir, result.student_id)
+        if previous is None:
+            return
+        self.folder.mkdir(parents=True, exist_ok=True)
+        write_result(None, previous, self.folder / f"{result.student_id}.json")
+        if previous.score != result.score:
+            self.changes.append((previous, result))
+
+    def write_changes(self):
+        """changes.csv (only when a score moved; an older one is kept in history)."""
+        if not self.changes:
+            return None
+        older = self.out_dir / "changes.csv"
+        if older.exists():
+            self.folder.mkdir(parents=True, exist_ok=True)
+            write_atomically(self.folder / "changes.csv", older.read_bytes())
+        handle = io.StringIO(newline="")
+        writer = csv.writer(handle)
+        writer.writerow(["student_id", "old_score", "new_score", "change", "checks_now_failing", "checks_now_passing"])
+        for previous, new in sorted(self.changes, key=lambda pair: pair[1].student_id):
+            failing, passing = flipped_checks(previous, new)
+            writer.writerow([new.student_id, _number(previous.score), _number(new.score),
+                             f"{new.score - previous.score:+g}", "; ".join(failing), "; ".join(passing)])
+        return write_atomically(self.out_dir / "changes.csv", handle.getvalue())
+
+
+def flipped_checks(previous, new):
+    """([checks that passed before and fail now], [the other way round]) as 'cell: check'."""
+    before = {(cell.name, check.name): check.passed for cell in previous.cells for check in cell.checks}
+    after = {(cell.name, check.name): check.passed for cell in new.cells for check in cell.checks}
+    failing = [f"{c}: {n}" for (c, n), ok in after.items() if not ok and before.get((c, n), False)]
+    passing = [f"{c}: {n}" for (c, n), ok in after.items() if ok and not before.get((c, n), True)]
+    return failing, passing
