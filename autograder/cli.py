@@ -131,10 +131,20 @@ def cmd_grade(args):
             task = progress.add_task("grading", total=None)
         progress.update(task, advance=1, description=result.student_id)
 
+    from autograder.grading.late import LateError, read_times
+    from autograder.outputs.lms import RosterError, read_roster
+
+    try:
+        times = read_times(args.submitted_at) if args.submitted_at else None
+        roster = read_roster(args.roster) if args.roster else None
+    except (LateError, RosterError) as error:
+        console.print(f"[red]autograder grade: {error}[/red]", highlight=False)
+        return 2
     try:
         report = grade_batch(assignment, args.paths, out_dir=args.out,
                              jobs=args.jobs or os.cpu_count() or 1, limits=limits, force=args.force,
-                             seed=args.seed, on_result=advance, unsafe_no_sandbox=args.unsafe_no_sandbox)
+                             seed=args.seed, on_result=advance, unsafe_no_sandbox=args.unsafe_no_sandbox,
+                             submitted_at=times, roster=roster)
     finally:
         progress.stop()
     print_results(report.results, args.assignment)
@@ -344,6 +354,9 @@ def main(argv=None):
     p.add_argument("--force", action="store_true", help="grade again what is already graded")
     p.add_argument("--seed", type=int, help="input seed (default: random, kept for the batch)")
     p.add_argument("--verbose", action="store_true", help="also print where the time went")
+    p.add_argument("--submitted-at", metavar="FILE",
+                   help="CSV of student_id,submitted_at for the late policy (default: nbgrader's timestamp.txt)")
+    p.add_argument("--roster", metavar="FILE", help="roster CSV; its extension_hours column grants extensions")
     _add_unsafe_flag(p)
     p.set_defaults(func=cmd_grade)
     for name, text in (("feedback", "write each student's feedback page and the class report from graded results"),

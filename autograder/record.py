@@ -68,9 +68,17 @@ class Result:
     answers_key: str = ""  # what was run and how (see grading/identical.py): equal keys, equal results
     reused: bool = False  # copied from an identical answer's result instead of run again
     seed: int = None
+    submitted_at: str = ""  # ISO time the submission was handed in, when known
+    late_penalty: float = 0.0  # points deducted for lateness (already out of `score`)
+    late_note: str = ""  # why, in words; "" when on time or with no late policy
     sandbox: str = ""  # "bubblewrap", "none" (--unsafe-no-sandbox), "" (never ran)
     execution_time: float = 0.0
     timings: dict = field(default_factory=dict)  # seconds per step, for benchmarks
+
+    @property
+    def raw_score(self):
+        """The points before any late penalty."""
+        return round(self.score + self.late_penalty, 2)
 
     @property
     def max_score(self):
@@ -119,6 +127,7 @@ class Result:
                  "status": self.status, "seed": self.seed, "sandbox": self.sandbox, "notes": list(self.notes),
                  "cell_errors": [vars(error).copy() for error in self.cell_errors],
                  "notebook_sha256": self.notebook_sha256, "answers_key": self.answers_key, "reused": self.reused,
+                 "submitted_at": self.submitted_at, "late_penalty": self.late_penalty, "late_note": self.late_note,
                  "timings": dict(self.timings)}
         return {"score": self.score, "execution_time": self.execution_time, "output": self.output,
                 "visibility": "visible", "stdout_visibility": "hidden", "tests": tests, "extra_data": extra}
@@ -139,6 +148,8 @@ class Result:
                        cell_errors=[CellError(**error) for error in extra.get("cell_errors", [])],
                        path=extra.get("path", ""), notebook_sha256=extra.get("notebook_sha256", ""),
                        answers_key=str(extra.get("answers_key", "")), reused=bool(extra.get("reused", False)),
+                       submitted_at=str(extra.get("submitted_at", "")),
+                       late_penalty=float(extra.get("late_penalty", 0.0)), late_note=str(extra.get("late_note", "")),
                        seed=extra.get("seed"), sandbox=extra.get("sandbox", ""),
                        execution_time=float(data.get("execution_time", 0.0)), timings=dict(extra.get("timings", {})))
         except (KeyError, TypeError, AttributeError, ValueError) as error:

@@ -35,7 +35,7 @@ def course(tmp_path):
 
 
 def hand_in(folder, kinds):
-    folder.mkdir(exist_ok=True)
+    folder.mkdir(parents=True, exist_ok=True)
     for student, kind in kinds.items():
         notebook = example(kind)
         for index, cell in enumerate(c for c in notebook.cells if c.cell_type == "code"):

@@ -23,16 +23,21 @@ class BatchReport:
 
 
 def grade_batch(assignment, paths, out_dir=None, jobs=2, limits=None, force=False, seed=None,
-                scheduler=None, on_result=None, unsafe_no_sandbox=False):
+                scheduler=None, on_result=None, unsafe_no_sandbox=False, submitted_at=None, roster=None):
     """Grade `paths` (submissions of `assignment`, an `Assignment` of its course) and write
-    every output. Raises NoSandbox or PoisonedInterpreter, before any submission runs or
-    anything is written, when grading must not happen."""
+    every output. `submitted_at` ({student: time}) and `roster` ({student: row}, for
+    extensions) feed the assignment's late policy. Raises NoSandbox or PoisonedInterpreter,
+    before any submission runs or anything is written, when grading must not happen."""
     from autograder.grading.identical import CACHE_DIR, IdenticalAnswers
+    from autograder.grading.late import LatePolicy, LateWork
     from autograder.grading.submission import BatchSpec, write_autograded
     from autograder.grading.sandbox import require_sandbox
     from autograder.grading.scheduler import LocalScheduler
     from autograder.grading.selfcheck import verify
 
+    late = LateWork(LatePolicy.from_settings(assignment.settings.get("late"),
+                                             f"{assignment.folder / 'assignment.toml'} [late]"),
+                    submitted_at, roster)  # a bad policy stops here, before anything runs
     isolation = require_sandbox(unsafe_no_sandbox)
     verify(comparisons=False)  # the workers check the comparisons once they have torch
     started = time.perf_counter()
@@ -58,6 +63,7 @@ def grade_batch(assignment, paths, out_dir=None, jobs=2, limits=None, force=Fals
         if gradebook is None:
             clock("until the first result")
             gradebook = GradebookWriter(course.root, assignment.name)  # a thread: only once workers are forked
+        result = late.apply(result)  # a copy: the raw result stays as it is for identical answers
         if result.status != ERROR:  # a grader fault is retried next run
             regrade.keep(result)  # the previous result, if any, goes to history/ first
             write_result(out_dir, result)

@@ -84,7 +84,8 @@ def render_feedback(result, layout):
         css=_css(), title=layout.assignment_title or result.assignment, student=result.student_id,
         status=result.status, output=result.output, score=result.score,
         max_score=result.max_score, notes=result.notes, exercises=exercises,
-        other_errors=other_errors, unsandboxed=result.unsandboxed)
+        other_errors=other_errors, unsandboxed=result.unsandboxed, raw_score=result.raw_score,
+        late_penalty=result.late_penalty, late_note=result.late_note)
 
 
 def grouped(checks):

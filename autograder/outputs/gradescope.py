@@ -118,6 +118,28 @@ def no_notebook_result(assignment, found):
     return Result(student_id="", assignment=assignment, status=INVALID, output=message, notes=[message])
 
 
+def submission_time(metadata_file, student):
+    """({student: time}, {student: roster row with extension_hours}) from Gradescope's
+    submission_metadata.json: when it was submitted, and how much later than the assignment's
+    due date this student's own due date is (an extension). Empty when there is no file."""
+    from autograder.grading.late import _moment
+
+    try:
+        metadata = json.loads(Path(metadata_file).read_text())
+        times = {student: _moment(metadata["created_at"], "submission_metadata.json created_at")}
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}, {}
+    roster = {}
+    try:
+        due = _moment(metadata["assignment"]["due_date"], "due_date")
+        own = max(_moment(user["assignment"]["due_date"], "due_date") for user in metadata["users"])
+        if own > due:
+            roster[student] = {"student_id": student, "extension_hours": str((own - due).total_seconds() / 3600)}
+    except (KeyError, TypeError, ValueError):
+        pass
+    return times, roster
+
+
 def grade_submission(name, root, unsafe_no_sandbox=False):
     """Grade root/submission into root/results/results.json; return its `record.Result`.
 
@@ -146,9 +168,11 @@ def grade_submission(name, root, unsafe_no_sandbox=False):
             inbox = Path(scratch) / "inbox"
             inbox.mkdir()
             shutil.copy(notebook, inbox / "submission.ipynb")
+            times, roster = submission_time(root / "submission_metadata.json", "submission")
             report = grade_batch(copy, [inbox / "submission.ipynb"],
                                  unsafe_no_sandbox=unsafe_no_sandbox,
-                                 out_dir=Path(scratch) / "graded", jobs=1, force=True)
+                                 out_dir=Path(scratch) / "graded", jobs=1, force=True,
+                                 submitted_at=times, roster=roster)
             if not report.results:
                 raise RuntimeError("the grader failed: " + "; ".join(
                     note for result in report.graded for note in result.notes))

@@ -4,10 +4,11 @@
 identities. A roster (CSV, one row per student) maps our student ids (the
 submission folders' names) to them:
 
-    student_id,name,canvas_id,sis_user_id,sis_login_id,section,email,id_number
+    student_id,name,canvas_id,sis_user_id,sis_login_id,section,email,id_number,extension_hours
 
 Only `student_id` is required; the columns an export needs must be there for
-the students it exports. Without a roster, our student ids are used as the
+the students it exports (`extension_hours` is for grading late work, see
+grading/late.py). Without a roster, our student ids are used as the
 LMS's own identifiers (Canvas's SIS User ID, Moodle's ID number), which is right
 when submissions were collected under those ids.
 
@@ -21,7 +22,8 @@ import io
 from dataclasses import dataclass, field
 
 
-ROSTER_COLUMNS = ("student_id", "name", "canvas_id", "sis_user_id", "sis_login_id", "section", "email", "id_number")
+ROSTER_COLUMNS = ("student_id", "name", "canvas_id", "sis_user_id", "sis_login_id", "section", "email", "id_number",
+                  "extension_hours")
 CANVAS_COLUMNS = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
 MOODLE_KEYS = {"email": "Email address", "id_number": "ID number"}
 

@@ -60,15 +60,19 @@ def _sandbox_column(result):
 
 
 def write_grades_csv(out_dir, results, grade_ids):
-    """student id, score per graded cell, total, status, notes, and the sandbox it ran in."""
+    """student id, score per graded cell, raw total, late penalty, total, status, notes, the sandbox
+    it ran in, and when it was handed in."""
     handle = io.StringIO(newline="")
     writer = csv.writer(handle)
-    writer.writerow(["student_id", *grade_ids, "total", "max_score", "status", "notes", "sandbox"])
+    writer.writerow(["student_id", *grade_ids, "raw_total", "late_penalty", "total", "max_score", "status", "notes",
+                     "sandbox", "submitted_at"])
     for result in sorted(results, key=lambda r: r.student_id):
         scores = result.scores
         writer.writerow([result.student_id, *[_number(scores.get(g)) for g in grade_ids],
-                         _number(result.score), _number(result.max_score), result.status,
-                         "; ".join(result.notes), _sandbox_column(result)])
+                         _number(result.raw_score), _number(result.late_penalty), _number(result.score),
+                         _number(result.max_score), result.status,
+                         "; ".join([*result.notes, *([result.late_note] if result.late_note else [])]),
+                         _sandbox_column(result), result.submitted_at])
     return write_atomically(Path(out_dir) / "grades.csv", handle.getvalue())
 
 
@@ -154,12 +158,16 @@ class GradebookSync:
             if not result.finished:
                 continue
             student, scores = result.student_id, result.scores
-            if student in self.known and all(self.known[student].get(n) == v for n, v in scores.items()):
+            if student in self.known and all(self.known[student].get(n) == v for n, v in scores.items()) \
+                    and not result.late_penalty and not result.submitted_at:
                 continue
             if student not in self.known:
                 gradebook.update_or_create_student(student)
                 gradebook.add_submission(assignment, student)
             submission = gradebook.find_submission_notebook(assignment, assignment, student)  # notebook, assignment, student
+            submission.late_submission_penalty = result.late_penalty or None  # nbgrader's own field
+            if result.submitted_at:
+                submission.assignment.timestamp = _naive_utc(result.submitted_at)
             with gradebook.db.no_autoflush:  # one flush at the commit, not one per grade read
                 for grade in submission.grades:
                     if grade.name in scores:
@@ -293,3 +301,11 @@ def flipped_checks(previous, new):
     failing = [f"{c}: {n}" for (c, n), ok in after.items() if not ok and before.get((c, n), False)]
     passing = [f"{c}: {n}" for (c, n), ok in after.items() if ok and not before.get((c, n), True)]
     return failing, passing
+
+
+def _naive_utc(text):
+    """nbgrader keeps times as naive UTC datetimes."""
+    from datetime import datetime, timezone
+
+    moment = datetime.fromisoformat(text)
+    return moment.astimezone(timezone.utc).replace(tzinfo=None) if moment.tzinfo else moment

@@ -1,0 +1,186 @@
+"""Late work: a due date, a policy, extensions, and the penalty as its own line.
+
+An assignment's `assignment.toml` may have
+
+    [late]
+    due = 2026-11-20T23:59:00+01:00   # a TOML date-time (without an offset: UTC)
+    grace_minutes = 15                 # late by less than this: no penalty
+    percent_per_day = 10               # of the maximum score, per started day late
+    # percent_per_hour = 1             # ... or per started hour
+    cap_percent = 50                   # the penalty never exceeds this
+    cutoff = 2026-11-27T23:59:00+01:00 # submitted after it: the score is 0
+
+A submission's time comes from nbgrader's `timestamp.txt` beside the notebook,
+Gradescope's `submission_metadata.json`, or a CSV a TA gives
+(`--submitted-at FILE`: student_id,submitted_at). A roster's `extension_hours`
+column moves one student's due date and cutoff. Without a time, nothing is
+deducted and the result says the time was unknown.
+
+The raw score stays visible: the result keeps every cell's points and records
+the penalty and its reason next to them; the total is the raw score minus it.
+"""
+import csv
+import math
+from dataclasses import dataclass
+from datetime import date, datetime, time, timedelta, timezone
+from pathlib import Path
+
+from autograder.course import CourseError
+
+FIELDS = {"due", "grace_minutes", "percent_per_day", "percent_per_hour", "cap_percent", "cutoff"}
+
+
+class LateError(CourseError):
+    """The late policy or a submission time cannot be read; the message says where."""
+
+
+def _moment(value, where):
+    """An aware datetime from a TOML date-time or an ISO / nbgrader timestamp string (UTC if naive)."""
+    if isinstance(value, date) and not isinstance(value, datetime):
+        value = datetime.combine(value, time(23, 59, 59))  # a date alone: the end of that day
+    if isinstance(value, str):
+        text = value.strip().removesuffix(" UTC").replace("Z", "+00:00")
+        try:
+            value = datetime.fromisoformat(text)
+        except ValueError:
+            raise LateError(f"{where}: {value!r} is not a date and time (use 2026-11-20T23:59:00+01:00)") from None
+    if not isinstance(value, datetime):
+        raise LateError(f"{where}: {value!r} is not a date and time")
+    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+
+
+@dataclass(frozen=True)
+class LatePolicy:
+    due: datetime
+    grace: timedelta = timedelta(0)
+    percent_per_day: float = 0.0
+    percent_per_hour: float = 0.0
+    cap_percent: float = 100.0
+    cutoff: datetime = None
+
+    @classmethod
+    def from_settings(cls, table, where="assignment.toml [late]"):
+        """The policy from an assignment's `[late]` table; None when it has none."""
+        if not table:
+            return None
+        unknown = set(table) - FIELDS
+        if unknown:
+            raise LateError(f"{where}: unknown settings {sorted(unknown)} (known: {sorted(FIELDS)})")
+        if "due" not in table:
+            raise LateError(f"{where}: needs `due`, the due date and time")
+        if table.get("percent_per_day") and table.get("percent_per_hour"):
+            raise LateError(f"{where}: give percent_per_day or percent_per_hour, not both")
+        try:
+            numbers = {k: float(table.get(k, default)) for k, default in
+                       (("grace_minutes", 0), ("percent_per_day", 0), ("percent_per_hour", 0), ("cap_percent", 100))}
+        except (TypeError, ValueError):
+            raise LateError(f"{where}: grace_minutes and the percentages are numbers") from None
+        if any(v < 0 for v in numbers.values()) or numbers["cap_percent"] > 100:
+            raise LateError(f"{where}: the numbers are >= 0 and cap_percent is at most 100")
+        due = _moment(table["due"], f"{where} due")
+        cutoff = _moment(table["cutoff"], f"{where} cutoff") if "cutoff" in table else None
+        if cutoff is not None and cutoff < due:
+            raise LateError(f"{where}: the cutoff comes before the due date")
+        return cls(due=due, grace=timedelta(minutes=numbers["grace_minutes"]),
+                   percent_per_day=numbers["percent_per_day"], percent_per_hour=numbers["percent_per_hour"],
+                   cap_percent=numbers["cap_percent"], cutoff=cutoff)
+
+    def penalty(self, max_score, submitted_at, extension=timedelta(0)):
+        """(points to deduct, a sentence for the student and the TA; "" when on time)."""
+        due = self.due + extension
+        late = submitted_at - due
+        if late <= self.grace:
+            return 0.0, ""
+        when = f"submitted {_duration(late)} after the due date ({_stamp(due)})"
+        cutoff = self.cutoff + extension if self.cutoff else None
+        if cutoff is not None and submitted_at > cutoff:
+            return float(max_score), f"{when}, after the last day work is accepted ({_stamp(cutoff)}): no points"
+        if self.percent_per_hour:
+            units, rate, unit = math.ceil(late / timedelta(hours=1)), self.percent_per_hour, "hour"
+        else:
+            units, rate, unit = math.ceil(late / timedelta(days=1)), self.percent_per_day, "day"
+        percent = min(self.cap_percent, units * rate)
+        if not percent:
+            return 0.0, f"{when}; this assignment has no late penalty"
+        capped = " (the most it can be)" if percent == self.cap_percent and units * rate > percent else ""
+        return (round(max_score * percent / 100, 2),
+                f"{when}: {percent:g}% of the points{capped}, {rate:g}% per started {unit}")
+
+
+def _duration(late):
+    minutes = math.ceil(late.total_seconds() / 60)
+    days, rest = divmod(minutes, 24 * 60)
+    hours, minutes = divmod(rest, 60)
+    parts = [f"{n} {word}{'s' if n != 1 else ''}" for n, word in ((days, "day"), (hours, "hour"), (minutes, "minute"))
+             if n]
+    return " ".join(parts[:2])
+
+
+def _stamp(moment):
+    return moment.strftime("%Y-%m-%d %H:%M %Z").replace("UTC+00:00", "UTC").strip()
+
+
+# -- where submission times come from -------------------------------------------------------
+def nbgrader_timestamp(notebook_path):
+    """The time in nbgrader's timestamp.txt beside a submitted notebook, else None."""
+    stamp = Path(notebook_path).parent / "timestamp.txt"
+    try:
+        return _moment(stamp.read_text().strip(), str(stamp))
+    except OSError:
+        return None
+
+
+def read_times(path):
+    """{student id: time} from a CSV with student_id and submitted_at columns."""
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as handle:
+            reader = csv.DictReader(handle)
+            if not {"student_id", "submitted_at"} <= set(reader.fieldnames or []):
+                raise LateError(f"{path}: needs the columns student_id and submitted_at")
+            return {row["student_id"].strip(): _moment(row["submitted_at"], f"{path}, line {line}")
+                    for line, row in enumerate(reader, start=2) if row["student_id"].strip()}
+    except (OSError, UnicodeDecodeError, csv.Error) as error:
+        raise LateError(f"{path}: cannot read it ({error})") from None
+
+
+def extensions(roster):
+    """{student id: timedelta} from a roster's extension_hours column."""
+    found = {}
+    for student, row in (roster or {}).items():
+        hours = (row.get("extension_hours") or "").strip()
+        if hours:
+            try:
+                found[student] = timedelta(hours=float(hours))
+            except ValueError:
+                raise LateError(f"the roster's extension_hours for {student} is not a number: {hours!r}") from None
+    return found
+
+
+class LateWork:
+    """Applies an assignment's late policy to the results of one batch."""
+
+    def __init__(self, policy, times=None, roster=None):
+        self.policy, self.times, self.extensions = policy, dict(times or {}), extensions(roster)
+
+    def apply(self, result):
+        """`result` itself when nothing changes, else a copy with the penalty as its own line."""
+        from autograder.record import GRADED, Result
+
+        if self.policy is None or result.status != GRADED:
+            return result
+        when = self.times.get(result.student_id) or (nbgrader_timestamp(result.path) if result.path else None)
+        copy = Result.from_json(result.to_json())
+        if when is None:
+            copy.late_note = "the submission time is unknown, so no late penalty was applied"
+            return copy
+        points, why = self.policy.penalty(result.max_score, when, self.extensions.get(result.student_id, timedelta(0)))
+        copy.submitted_at = when.isoformat()
+        copy.late_penalty = min(points, result.score)  # never below zero
+        copy.late_note = why
+        copy.score = round(result.score - copy.late_penalty, 2)
+        if copy.late_penalty:
+            first, _, rest = copy.output.partition("\n")
+            copy.output = (f"{result.student_id}: {copy.score:g} / {result.max_score:g} points"
+                           f" ({result.score:g} before a late penalty of {copy.late_penalty:g}: {why})"
+                           + (f"\n{rest}" if rest else ""))
+        return copy
