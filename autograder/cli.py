@@ -237,6 +237,33 @@ def cmd_export(args):
     return 0
 
 
+def cmd_similarity(args):
+    """Rank pairs of students by similar answers and shared wrong results (evidence, not a verdict)."""
+    from autograder.grading.batch import read_release, read_source, write_pages
+    from autograder.outputs.similarity import write_report
+    from autograder.record import all_results
+
+    assignment = _assignment(args)
+    out_dir = Path(args.results or assignment.course.graded(assignment.name))
+    results = all_results(out_dir)
+    if not results:
+        console.print(f"[red]No results in {out_dir}[/red]: grade first with `autograder grade {args.assignment} PATH`.")
+        return 1
+    try:
+        import copydetect  # noqa: F401
+    except ImportError:
+        console.print("[red]autograder similarity needs copydetect[/red]: pip install copydetect"
+                      " (or this package's `similarity` extra).")
+        return 2
+    table, page, pairs = write_report(out_dir, assignment.title, results, read_release(assignment))
+    write_pages(assignment.name, out_dir, results, read_source(assignment), new_results=[])  # the report's section
+    console.print(f"{len(pairs)} pairs share something rare; wrote {page} and {table} (evidence for a person to"
+                  " weigh, never a penalty)")
+    for pair in pairs[:5]:
+        console.print(f"  {pair.a} and {pair.b}: code {pair.code:.2f}, shared wrong results {pair.wrong:.2f}")
+    return 0
+
+
 def may_run_student_code(unsafe_no_sandbox):
     """Refuse (NoSandbox, PoisonedInterpreter) before anything runs; warn loudly when unsafe."""
     from autograder.grading.sandbox import require_sandbox, unsafe_warning
@@ -382,6 +409,10 @@ def main(argv=None):
     p.add_argument("--key", choices=["id_number", "email"], default="id_number",
                    help="Moodle: match students by ID number (default) or email")
     p.set_defaults(func=cmd_export)
+    p = sub.add_parser("similarity", help="rank pairs of students by similar answers (similarity.html, .csv)")
+    p.add_argument("assignment")
+    p.add_argument("--results", help="results folder (default: COURSE/graded/ASSIGNMENT)")
+    p.set_defaults(func=cmd_similarity)
     p = sub.add_parser("init", help="create an empty course folder (nbgrader config, exercises/, solutions/)")
     p.add_argument("folder")
     p.set_defaults(func=cmd_init)

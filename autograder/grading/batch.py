@@ -113,7 +113,7 @@ def write_pages(assignment, out_dir, results, source, new_results=None):
 
     layout = layout_of(source)
     write_feedback(out_dir, results if new_results is None else new_results, layout)
-    page = render_report(assignment, results, layout, read_batch_file(out_dir).get("last_wall_time"))
+    page = render_report(assignment, results, layout, read_batch_file(out_dir).get("last_wall_time"), out_dir)
     return write_atomically(Path(out_dir) / "report.html", page)
 
 

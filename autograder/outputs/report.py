@@ -10,6 +10,7 @@ import io
 import re
 import statistics
 from collections import defaultdict
+from pathlib import Path
 
 from autograder.outputs.feedback import _css, environment
 from autograder.record import GRADED
@@ -77,7 +78,18 @@ def needs_attention(results):
     return sorted(rows, key=lambda row: (row["status"] == "graded", row["student"]))
 
 
-def render_report(assignment, results, layout, wall_time=None):
+def similar_pairs(out_dir, shown=5):
+    """The first rows of similarity.csv, or None when `autograder similarity` has not run."""
+    import csv
+
+    path = Path(out_dir) / "similarity.csv" if out_dir else None
+    if path is None or not path.exists():
+        return None
+    with open(path, newline="") as handle:
+        return [row for _, row in zip(range(shown), csv.DictReader(handle))]
+
+
+def render_report(assignment, results, layout, wall_time=None, out_dir=None):
     graded = [r for r in results if r.status == GRADED]
     cells = [name for name in layout.titles]
     max_score = max((r.max_score for r in results), default=0.0)
@@ -103,4 +115,4 @@ def render_report(assignment, results, layout, wall_time=None):
         histogram_alt=f"{len(totals)} students between {min(totals, default=0):g} and {max(totals, default=0):g} points",
         exercises=exercises, diagnostics=common_diagnostics(graded, layout.titles),
         attention=needs_attention(results),
-        unsandboxed=sorted(r.student_id for r in results if r.unsandboxed))
+        unsandboxed=sorted(r.student_id for r in results if r.unsandboxed), similar=similar_pairs(out_dir))

@@ -1,0 +1,161 @@
+"""Which students' answers look copied: evidence for a person, never a penalty.
+
+Two signals, per pair of students:
+
+* **code**: copydetect's winnowing fingerprints of the answer cells only, with
+  the release's own code as boilerplate. Names, comments and layout do not
+  count (copydetect's filter), so renaming and re-commenting do not hide a
+  copy. Only fingerprints few students have count (at most 2, or a twentieth
+  of the class), weighed by how rare they are (log N/df): code that many
+  students share, such as the textbook way to write a line, is no evidence.
+* **shared wrong results**: the failed checks whose messages (with their
+  numbers) two students share, counted the same way. Different code rarely
+  gives the same wrong numbers; a mistake many students make is no evidence.
+
+Pairs are ranked by `combined` = code + shared-wrong-results / 2 (both in
+0..1). The page and similarity.csv say in words that a high rank is a reason
+to look, not a finding.
+"""
+import csv
+import io
+import math
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+
+from autograder.course import write_atomically
+
+K, WINDOW = 12, 4  # fingerprints of 12 filtered characters (copydetect's tokens), one kept per 4
+SHOWN_PAIRS = 25
+ENOUGH_FINGERPRINTS = 8  # rare fingerprints two answers must share for a code score of 1
+
+
+@dataclass
+class Pair:
+    a: str
+    b: str
+    code: float
+    wrong: float
+    shared_wrong: list = field(default_factory=list)  # the failed-check messages both got
+
+    @property
+    def combined(self):
+        return round(self.code + self.wrong / 2, 4)
+
+
+def answer_code(notebook):
+    """The code of a notebook's answer cells, in order (what the student wrote)."""
+    return "\n\n".join(cell.source for cell in notebook.cells
+                       if cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("solution"))
+
+
+def _fingerprint(code, boilerplate=None):
+    from copydetect import CodeFingerprint
+
+    return CodeFingerprint("answers.py", K, WINDOW, boilerplate=boilerplate, language="python",
+                           fp=io.StringIO(code))
+
+
+def rare_weights(sets):
+    """{item: weight} for the items few students have (at most 2, or a twentieth of the class),
+    weighted log(N / holders): what two students share and almost nobody else does."""
+    counts = Counter(item for items in sets.values() for item in set(items))
+    n, limit = len(sets), max(2, len(sets) // 20)
+    return {item: math.log(n / count) for item, count in counts.items() if count <= limit}
+
+
+def _overlap(mine, theirs, weight, enough):
+    """The weight of what two share, over the smaller one's rare weight (at least `enough`,
+    so that two answers with one rare line in common do not score 1)."""
+    shared = sum(weight.get(h, 0.0) for h in mine & theirs)
+    smaller = min(sum(weight.get(h, 0.0) for h in mine), sum(weight.get(h, 0.0) for h in theirs))
+    return shared / max(smaller, enough) if shared else 0.0
+
+
+def rank_pairs(codes, failures, boilerplate_code=""):
+    """Pairs of students, most similar first. `codes`: {student: answer code};
+    `failures`: {student: set of failed-check messages}."""
+    import numpy as np
+
+    boilerplate = np.array(list(_fingerprint(boilerplate_code).hashes)) if boilerplate_code.strip() else None
+    prints = {student: _fingerprint(code, boilerplate) for student, code in codes.items()}
+    hashes = {student: fp.hashes for student, fp in prints.items()}
+    failures = {student: set(failures.get(student, ())) for student in codes}
+    code_weight, wrong_weight = rare_weights(hashes), rare_weights(failures)
+    top = math.log(max(len(codes), 2) / 2)  # the weight of an item only two students have
+    # Only pairs that share a rare fingerprint or failure can score: find them through an
+    # index rather than comparing all N^2 pairs.
+    candidates = set()
+    for weights, sets in ((code_weight, hashes), (wrong_weight, failures)):
+        holders = defaultdict(list)
+        for student, items in sets.items():
+            for item in items:
+                if item in weights:
+                    holders[item].append(student)
+        for students in holders.values():
+            students = sorted(students)
+            candidates.update((a, b) for i, a in enumerate(students) for b in students[i + 1:])
+    pairs = []
+    for a, b in candidates:
+        pairs.append(Pair(a, b, round(_overlap(hashes[a], hashes[b], code_weight, ENOUGH_FINGERPRINTS * top), 4),
+                          round(_overlap(failures[a], failures[b], wrong_weight, top), 4),
+                          sorted(failures[a] & failures[b])))
+    pairs.sort(key=lambda p: (-p.combined, p.a, p.b))
+    return pairs, prints, code_weight
+
+
+def _highlighted(fp, shared):
+    """The answer code with the fingerprints in `shared` marked (<mark>), HTML-escaped."""
+    from copydetect.utils import get_copied_slices, highlight_overlap
+    from markupsafe import Markup, escape
+
+    import numpy as np
+
+    idx = [i for h in shared for i in fp.hash_idx.get(h, [])]
+    if not idx:
+        return Markup(escape(fp.raw_code))
+    slices = get_copied_slices(np.array(idx), fp.k)
+    if len(fp.offsets) > 0:  # filtered positions back to the student's own text
+        slices = slices + fp.offsets[:, 1][np.clip(np.searchsorted(fp.offsets[:, 0], slices), 0,
+                                                   fp.offsets.shape[0] - 1)]
+    text, _ = highlight_overlap(fp.raw_code, slices.astype(int), "\x00", "\x01", escape_html=True)
+    return Markup(text.replace("\x00", "<mark>").replace("\x01", "</mark>"))
+
+
+def class_answers(results, release_notebook):
+    """({student: answer code}, {student: failed-check messages}, boilerplate) for graded results
+    whose notebook can still be read."""
+    codes, failures = {}, {}
+    for result in results:
+        if result.status != "graded":
+            continue
+        try:
+            codes[result.student_id] = answer_code(nbformat.read(result.path, as_version=4))
+        except (OSError, ValueError, AttributeError):
+            continue
+        failures[result.student_id] = {f"{cell}: {check.message}" for cell, check in result.failed_checks()}
+    return codes, failures, answer_code(release_notebook)
+
+
+def write_report(out_dir, assignment_title, results, release_notebook):
+    """similarity.csv and similarity.html in `out_dir`; returns (csv path, html path, pairs)."""
+    from autograder.outputs.feedback import _css, environment
+
+    codes, failures, boilerplate = class_answers(results, release_notebook)
+    pairs, prints, weight = rank_pairs(codes, failures, boilerplate)
+    handle = io.StringIO(newline="")
+    writer = csv.writer(handle)
+    writer.writerow(["rank", "student_a", "student_b", "code_score", "shared_wrong_results_score", "combined"])
+    for rank, pair in enumerate(pairs, start=1):
+        writer.writerow([rank, pair.a, pair.b, pair.code, pair.wrong, pair.combined])
+    table = write_atomically(Path(out_dir) / "similarity.csv", handle.getvalue())
+    shown = []
+    for pair in pairs[:SHOWN_PAIRS]:
+        shared = {h for h in prints[pair.a].hashes & prints[pair.b].hashes if h in weight}
+        shown.append({"pair": pair, "left": _highlighted(prints[pair.a], shared),
+                      "right": _highlighted(prints[pair.b], shared)})
+    page = environment().get_template("similarity.html.j2").render(
+        css=_css(), title=assignment_title, students=len(codes), pairs=shown, total=len(pairs))
+    return table, write_atomically(Path(out_dir) / "similarity.html", page), pairs

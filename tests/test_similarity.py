@@ -1,0 +1,134 @@
+"""The similarity report: planted copies rank first, honest styles do not, and it says it is evidence."""
+import copy
+import csv
+import re
+
+import nbformat
+import pytest
+
+from autograder.authoring.corpus import load, notebook
+from autograder.grading.submissions import grade_cells
+from autograder.outputs.similarity import answer_code, rank_pairs, write_report
+from autograder.record import GRADED, CellScore, CheckOutcome, Result
+from helpers import assignment_of
+
+ASSIGNMENT = assignment_of()
+COPIED = ("ex3-alt-mt-helper", "ex1-alt-debug-prints", "ex8-alt-lazy-windows")
+
+
+def disguised(code):
+    """What a student does to a copied answer: rename what it assigns, rewrite the comments,
+    and swap two neighbouring lines that do not depend on each other."""
+    names = set(re.findall(r"^\s*([A-Za-z_]\w{2,})\s*=", code, flags=re.M)) - {"self"}
+    for name in sorted(names, key=len, reverse=True):
+        code = re.sub(rf"\b{name}\b", f"my_{name}", code)
+    code = re.sub(r"#[^\n]*", "# worked this out myself", code)
+    lines = code.split("\n")
+    for i in range(len(lines) - 1):
+        first, second = lines[i], lines[i + 1]
+        found = [re.match(r"^(\s*)(\w+) = (.*)$", line) for line in (first, second)]
+        if all(found) and found[0][1] == found[1][1] and found[0][2] not in found[1][3] \
+                and found[1][2] not in found[0][3]:
+            lines[i], lines[i + 1] = second, first
+            break
+    return "\n".join(lines)
+
+
+@pytest.fixture(scope="module")
+def synthetic_class():
+    """60 notebooks from the corpus (entries made from other entries left out), 3 of them
+    copied with disguises by 3 more students."""
+    release = nbformat.read(ASSIGNMENT.release_notebook, as_version=4)
+    cells = list(grade_cells(nbformat.read(ASSIGNMENT.source_notebook, as_version=4)))
+    entries = [e for e in load(ASSIGNMENT, cells) if not e.no_better_than]
+    chosen = [e for e in entries if e.name in COPIED]
+    others = [e for e in entries if e.name not in COPIED][:57 - len(chosen)]
+    codes = {e.name: answer_code(notebook(e, release, ASSIGNMENT)) for e in [*chosen, *others]}
+    for name in COPIED:
+        codes[f"copy-of-{name}"] = disguised(codes[name])
+    assert len(codes) == 60
+    return codes, entries, answer_code(release)
+
+
+def test_planted_copies_rank_first_and_honest_styles_below(synthetic_class):
+    codes, entries, boilerplate = synthetic_class
+    pairs, _, _ = rank_pairs(codes, {}, boilerplate)
+    top = [{p.a, p.b} for p in pairs[:3]]
+    assert sorted(map(sorted, top)) == sorted(sorted({name, f"copy-of-{name}"}) for name in COPIED)
+    alternatives = {e.name for e in entries if e.outcome == "alternative"}
+    weakest_copy = min(p.combined for p in pairs[:3])
+    honest = [p for p in pairs if {p.a, p.b} <= alternatives]
+    assert all(p.combined < weakest_copy for p in honest)
+    assert min(p.code for p in pairs[:3]) > 0.6  # disguises lose some fingerprints, not most
+
+
+def test_disguises_really_change_the_text(synthetic_class):
+    codes, _, _ = synthetic_class
+    for name in COPIED:
+        assert codes[f"copy-of-{name}"] != codes[name] and "my_" in codes[f"copy-of-{name}"]
+        assert "worked this out myself" in codes[f"copy-of-{name}"]
+
+
+def test_shared_rare_wrong_results_count_and_common_ones_do_not():
+    codes = {s: f"def f{i}(x):\n    return x * {i} + {i * i}\n" for i, s in enumerate("abcdefgh")}
+    common = "ex3: softmax ran over the wrong dimension"
+    failures = {s: {common} for s in codes}
+    failures["c"] |= {"ex6: largest difference 3.71"}
+    failures["f"] |= {"ex6: largest difference 3.71"}
+    pairs, _, _ = rank_pairs(codes, failures)
+    assert {pairs[0].a, pairs[0].b} == {"c", "f"} and pairs[0].wrong == 1.0
+    assert pairs[0].shared_wrong == sorted({common, "ex6: largest difference 3.71"})
+    assert all(p.wrong == 0 for p in pairs[1:])  # everyone's common mistake is not evidence
+
+
+def test_the_report_files(tmp_path, synthetic_class):
+    codes, _, boilerplate = synthetic_class
+    release = nbformat.read(ASSIGNMENT.release_notebook, as_version=4)
+    results = []
+    for student, code in list(codes.items())[:20] + [(f"copy-of-{COPIED[0]}", codes[f"copy-of-{COPIED[0]}"]),
+                                                     (COPIED[0], codes[COPIED[0]])]:
+        nb = copy.deepcopy(release)
+        answers = [c for c in nb.cells if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("solution")]
+        answers[0].source, rest = code, answers[1:]
+        for cell in rest:
+            cell.source = ""
+        path = tmp_path / f"{student}.ipynb"
+        nbformat.write(nb, path)
+        check = CheckOutcome("test_x", "x", False, 1.0, "The outputs differ (largest difference 2.5).")
+        results.append(Result(student, "causal_attention", GRADED, 1.0, [CellScore("ex1", 1.0, 2.0, "", [check])],
+                              path=str(path)))
+    results.append(Result("broken", "causal_attention", GRADED, path=str(tmp_path / "gone.ipynb")))
+    table, page, pairs = write_report(tmp_path, "Causal attention", results, release)
+    rows = list(csv.DictReader(open(table)))
+    assert {rows[0]["student_a"], rows[0]["student_b"]} == {COPIED[0], f"copy-of-{COPIED[0]}"}
+    assert list(rows[0]) == ["rank", "student_a", "student_b", "code_score", "shared_wrong_results_score", "combined"]
+    text = page.read_text()
+    assert "never a penalty" in text and "<mark>" in text and "broken" not in text
+
+
+def test_the_command_writes_the_pages_and_the_class_report_section(tmp_path, synthetic_class):
+    import subprocess
+    import sys
+
+    from autograder.record import write_result
+    from helpers import new_course
+
+    codes, _, _ = synthetic_class
+    course = new_course(tmp_path)
+    out = tmp_path / "results"
+    out.mkdir()
+    release = nbformat.read(ASSIGNMENT.release_notebook, as_version=4)
+    for student in [COPIED[1], f"copy-of-{COPIED[1]}", *list(codes)[:6]]:
+        nb = copy.deepcopy(release)
+        next(c for c in nb.cells if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("solution")).source \
+            = codes[student]
+        nbformat.write(nb, out / f"{student}.ipynb")
+        write_result(out, Result(student, "causal_attention", GRADED, 1.0, [CellScore("ex1", 1.0, 2.0)],
+                                 path=str(out / f"{student}.ipynb")))
+    done = subprocess.run([sys.executable, "-m", "autograder.cli", "similarity", "causal_attention",
+                           "--course", str(course), "--results", str(out)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    first = " ".join(done.stdout.split()).split("never a penalty)")[1].split(":")[0].strip()
+    assert first in (f"{COPIED[1]} and copy-of-{COPIED[1]}", f"copy-of-{COPIED[1]} and {COPIED[1]}")
+    report = (out / "report.html").read_text()
+    assert 'id="similarity"' in report and "similarity.html" in report and "never a" in report
