@@ -351,3 +351,32 @@ def test_one_notebook_per_student_is_graded_and_the_others_are_named(tmp_path):
     result = report.results[0]
     assert result.score == 26
     assert "causal_attention-Copy1.ipynb" in " ".join(result.notes)
+
+
+@pytest.mark.slow
+@needs_bwrap
+def test_a_changed_check_regrades_with_a_record_of_whose_score_moved(tmp_path):
+    """Change how one check counts, regrade: changes.csv lists exactly the students whose
+    score moved, and the results they had are still on disk."""
+    course = new_course(tmp_path)
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    for kind in ("ada", "ben", "cy", "dee"):
+        write(inbox, kind, example(kind))
+    first = grade_batch(assignment_of(course), [inbox], jobs=2, seed=SEED)
+    before = {r.student_id: r.score for r in first.results}
+    check = course / "exercises" / "causal_attention" / "checks" / "test_ex3.py"
+    text = check.read_text()
+    marker = '@pytest.mark.weight(2)\n@pytest.mark.parametrize("tokens", [12, 5], ids=["full", "short"])'
+    assert marker in text
+    check.write_text(text.replace(marker, marker.replace("weight(2)", "weight(6)")))
+    second = grade_batch(assignment_of(course), [inbox], jobs=2, seed=SEED, force=True)
+    after = {r.student_id: r.score for r in second.results}
+    moved = sorted(s for s in before if before[s] != after[s])
+    assert moved == ["ben"]  # the only one with part of Exercise 3 right and part wrong
+    rows = list(csv.DictReader(open(second.out_dir / "changes.csv")))
+    assert [r["student_id"] for r in rows] == moved
+    assert float(rows[0]["old_score"]) == before["ben"] and float(rows[0]["new_score"]) == after["ben"]
+    kept = next((second.out_dir / "history").iterdir())
+    assert sorted(p.name for p in kept.glob("*.json")) == ["ada.json", "ben.json", "cy.json", "dee.json"]
+    assert json.loads((kept / "ben.json").read_text())["score"] == before["ben"]
