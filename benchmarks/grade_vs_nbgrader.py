@@ -72,7 +72,7 @@ def with_extra_code(notebook, code):
     import copy
 
     notebook = copy.deepcopy(notebook)
-    cell = next(c for c in notebook.cells if c.metadata.get("nbgrader", {}).get("solution"))
+    cell = next(c for c in notebook.cells if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("solution"))
     cell.source = cell.source.rstrip("\n") + "\n" + code
     return notebook
 

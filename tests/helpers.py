@@ -41,7 +41,8 @@ def signed(notebook, label):
     import copy
 
     notebook = copy.deepcopy(notebook)
-    cell = next(c for c in notebook.cells if c.metadata.get("nbgrader", {}).get("solution"))
+    cell = next(c for c in notebook.cells  # a code cell: markdown answers are not run, so not in the key
+                if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("solution"))
     cell.source = cell.source.rstrip("\n") + f"\n# {label}\n"
     return notebook
 
