@@ -61,6 +61,7 @@ def test_a_batch_runs_each_answer_once(course, tmp_path):
     assert results["b1"].answers_key != leader.answers_key
     out = report.out_dir
     assert read_result(out, "a3").reused  # written like any other result ...
+    assert read_result(out, "a1").answers_key == read_result(out, "a3").answers_key != ""
     assert (course / "autograded" / "a3" / "causal_attention" / "causal_attention.ipynb").exists()  # ... everywhere
     assert (out / "feedback" / "a3.html").exists()
 

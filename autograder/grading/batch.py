@@ -81,8 +81,9 @@ def grade_batch(assignment, paths, out_dir=None, jobs=2, limits=None, force=Fals
     # Workers start at once; the answers keys are worked out while they warm up.
     for result in scheduler.grade(spec, _Counted(identical.to_run(todo), len(todo))):
         record_copies(identical.take_ready())
+        copies = identical.copies_of(result)  # first: it also records the answers key in the result
         record(result)
-        record_copies(identical.copies_of(result))
+        record_copies(copies)
         clock("grading the rest")
     record_copies(identical.take_ready())  # when nothing had to run
     record_copies(identical.unanswered(spec))
