@@ -249,18 +249,21 @@ def cmd_similarity(args):
     if not results:
         console.print(f"[red]No results in {out_dir}[/red]: grade first with `autograder grade {args.assignment} PATH`.")
         return 1
-    try:
-        import copydetect  # noqa: F401
-    except ImportError:
+    import importlib.util
+
+    if importlib.util.find_spec("copydetect") is None:
         console.print("[red]autograder similarity needs copydetect[/red]: pip install copydetect"
                       " (or this package's `similarity` extra).")
         return 2
-    table, page, pairs = write_report(out_dir, assignment.title, results, read_release(assignment))
+    table, page, pairs, unreadable = write_report(out_dir, assignment.title, results, read_release(assignment))
     write_pages(assignment.name, out_dir, results, read_source(assignment), new_results=[])  # the report's section
     console.print(f"{len(pairs)} pairs share something rare; wrote {page} and {table} (evidence for a person to"
                   " weigh, never a penalty)")
     for pair in pairs[:5]:
         console.print(f"  {pair.a} and {pair.b}: code {pair.code:.2f}, shared wrong results {pair.wrong:.2f}")
+    if unreadable:
+        console.print(f"[yellow]{len(unreadable)} left out: their notebook is no longer where it was graded"
+                      f" from:[/yellow] {', '.join(unreadable)}", highlight=False)
     return 0
 
 

@@ -42,7 +42,7 @@ def main():
             results.append(Result(f"s{index:04d}", assignment.name, GRADED, 1.0,
                                   [CellScore("ex1", 1.0, 2.0, "", [failed])], path=str(path)))
         started = time.perf_counter()
-        _, _, pairs = write_report(tmp, assignment.title, results, release)
+        _, _, pairs, _ = write_report(tmp, assignment.title, results, release)
         seconds = time.perf_counter() - started
     print(f"similarity report for {args.n} notebooks: {seconds:.1f} s ({len(pairs)} pairs share something rare)")
 

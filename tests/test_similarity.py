@@ -98,12 +98,13 @@ def test_the_report_files(tmp_path, synthetic_class):
         results.append(Result(student, "causal_attention", GRADED, 1.0, [CellScore("ex1", 1.0, 2.0, "", [check])],
                               path=str(path)))
     results.append(Result("broken", "causal_attention", GRADED, path=str(tmp_path / "gone.ipynb")))
-    table, page, pairs = write_report(tmp_path, "Causal attention", results, release)
+    table, page, pairs, unreadable = write_report(tmp_path, "Causal attention", results, release)
+    assert unreadable == ["broken"]
     rows = list(csv.DictReader(open(table)))
     assert {rows[0]["student_a"], rows[0]["student_b"]} == {COPIED[0], f"copy-of-{COPIED[0]}"}
     assert list(rows[0]) == ["rank", "student_a", "student_b", "code_score", "shared_wrong_results_score", "combined"]
     text = page.read_text()
-    assert "never a penalty" in text and "<mark>" in text and "broken" not in text
+    assert "never a penalty" in text and "<mark>" in text and "no longer where it was graded from" in text
 
 
 def test_the_command_writes_the_pages_and_the_class_report_section(tmp_path, synthetic_class):

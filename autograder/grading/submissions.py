@@ -39,7 +39,7 @@ def discover(paths, assignment):
     """[Submission] from files, LMS-style folders of notebooks and nbgrader submitted/ trees."""
     found = []
     for raw in paths:
-        path = Path(raw)
+        path = Path(raw).absolute()  # results name their file: later commands may run from elsewhere
         if path.is_file():
             found.append(Submission(_student_id(path, assignment), path))
         elif path.is_dir() and (path / assignment).is_dir():  # one student's folder in submitted/

@@ -125,25 +125,27 @@ def _highlighted(fp, shared):
 
 
 def class_answers(results, release_notebook):
-    """({student: answer code}, {student: failed-check messages}, boilerplate) for graded results
-    whose notebook can still be read."""
-    codes, failures = {}, {}
+    """({student: answer code}, {student: failed-check messages}, boilerplate, [students whose
+    notebook can no longer be read]) for the graded results."""
+    codes, failures, unreadable = {}, {}, []
     for result in results:
         if result.status != "graded":
             continue
         try:
             codes[result.student_id] = answer_code(nbformat.read(result.path, as_version=4))
         except (OSError, ValueError, AttributeError):
+            unreadable.append(result.student_id)
             continue
         failures[result.student_id] = {f"{cell}: {check.message}" for cell, check in result.failed_checks()}
-    return codes, failures, answer_code(release_notebook)
+    return codes, failures, answer_code(release_notebook), unreadable
 
 
 def write_report(out_dir, assignment_title, results, release_notebook):
-    """similarity.csv and similarity.html in `out_dir`; returns (csv path, html path, pairs)."""
+    """similarity.csv and similarity.html in `out_dir`; returns (csv path, html path, pairs,
+    students left out because their notebook can no longer be read)."""
     from autograder.outputs.feedback import _css, environment
 
-    codes, failures, boilerplate = class_answers(results, release_notebook)
+    codes, failures, boilerplate, unreadable = class_answers(results, release_notebook)
     pairs, prints, weight = rank_pairs(codes, failures, boilerplate)
     handle = io.StringIO(newline="")
     writer = csv.writer(handle)
@@ -157,5 +159,5 @@ def write_report(out_dir, assignment_title, results, release_notebook):
         shown.append({"pair": pair, "left": _highlighted(prints[pair.a], shared),
                       "right": _highlighted(prints[pair.b], shared)})
     page = environment().get_template("similarity.html.j2").render(
-        css=_css(), title=assignment_title, students=len(codes), pairs=shown, total=len(pairs))
-    return table, write_atomically(Path(out_dir) / "similarity.html", page), pairs
+        css=_css(), title=assignment_title, students=len(codes), pairs=shown, total=len(pairs), unreadable=unreadable)
+    return table, write_atomically(Path(out_dir) / "similarity.html", page), pairs, unreadable
