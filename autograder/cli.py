@@ -171,16 +171,24 @@ def cmd_grade(args):
     return 1 if any(r.status == ERROR for r in report.graded) else 0
 
 
-def cmd_feedback(args):
-    """(Re)write feedback/<student>.html and report.html from the results of earlier runs."""
-    from autograder.grading.batch import read_source, write_pages
+def _graded(args, folder):
+    """(assignment, results folder, its results); says how to get results when there are none."""
     from autograder.record import all_results
 
     assignment = _assignment(args)
-    out_dir = Path(args.out or assignment.course.graded(assignment.name))
+    out_dir = Path(folder or assignment.course.graded(assignment.name))
     results = all_results(out_dir)
     if not results:
         console.print(f"[red]No results in {out_dir}[/red]: grade first with `autograder grade {args.assignment} PATH`.")
+    return assignment, out_dir, results
+
+
+def cmd_feedback(args):
+    """(Re)write feedback/<student>.html and report.html from the results of earlier runs."""
+    from autograder.grading.batch import read_source, write_pages
+
+    assignment, out_dir, results = _graded(args, args.out)
+    if not results:
         return 1
     only_report = args.command == "report"
     report = write_pages(args.assignment, out_dir, results, read_source(assignment),
@@ -208,13 +216,9 @@ def cmd_export(args):
     from autograder.grading.submissions import grade_cells
     from autograder.grading.batch import read_source
     from autograder.outputs import lms
-    from autograder.record import all_results
 
-    assignment = _assignment(args)
-    out_dir = Path(args.results or assignment.course.graded(assignment.name))
-    results = all_results(out_dir)
+    assignment, out_dir, results = _graded(args, args.results)
     if not results:
-        console.print(f"[red]No results in {out_dir}[/red]: grade first with `autograder grade {args.assignment} PATH`.")
         return 1
     try:
         roster = lms.read_roster(args.roster) if args.roster else None
@@ -241,13 +245,9 @@ def cmd_similarity(args):
     """Rank pairs of students by similar answers and shared wrong results (evidence, not a verdict)."""
     from autograder.grading.batch import read_release, read_source, write_pages
     from autograder.outputs.similarity import write_report
-    from autograder.record import all_results
 
-    assignment = _assignment(args)
-    out_dir = Path(args.results or assignment.course.graded(assignment.name))
-    results = all_results(out_dir)
+    assignment, out_dir, results = _graded(args, args.results)
     if not results:
-        console.print(f"[red]No results in {out_dir}[/red]: grade first with `autograder grade {args.assignment} PATH`.")
         return 1
     import importlib.util
 
