@@ -133,3 +133,13 @@ def test_the_command_writes_the_pages_and_the_class_report_section(tmp_path, syn
     assert first in (f"{COPIED[1]} and copy-of-{COPIED[1]}", f"copy-of-{COPIED[1]} and {COPIED[1]}")
     report = (out / "report.html").read_text()
     assert 'id="similarity"' in report and "similarity.html" in report and "never a" in report
+
+
+def test_student_text_cannot_open_a_tag_on_the_page():
+    from autograder.outputs.similarity import START, _highlighted
+
+    code = "def f(x):\n    # <script>alert(1)</script> " + START + "\n    return x * 3 + 17 - x // 2\n"
+    pairs, prints, weight = rank_pairs({"a": code, "b": code, "c": "def g():\n    pass\n"}, {})
+    shared = {h for h in prints["a"].hashes & prints["b"].hashes if h in weight}
+    page = str(_highlighted(prints["a"], shared))
+    assert "<script>" not in page and "&lt;script&gt;" in page and START not in page and "<mark>" in page

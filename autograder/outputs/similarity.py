@@ -29,6 +29,7 @@ from autograder.course import write_atomically
 
 K, WINDOW = 12, 4  # fingerprints of 12 filtered characters (copydetect's tokens), one kept per 4
 SHOWN_PAIRS = 25
+START, END = "\ue000", "\ue001"
 ENOUGH_FINGERPRINTS = 8  # rare fingerprints two answers must share for a code score of 1
 
 
@@ -120,8 +121,11 @@ def _highlighted(fp, shared):
     if len(fp.offsets) > 0:  # filtered positions back to the student's own text
         slices = slices + fp.offsets[:, 1][np.clip(np.searchsorted(fp.offsets[:, 0], slices), 0,
                                                    fp.offsets.shape[0] - 1)]
-    text, _ = highlight_overlap(fp.raw_code, slices.astype(int), "\x00", "\x01", escape_html=True)
-    return Markup(text.replace("\x00", "<mark>").replace("\x01", "</mark>"))
+    # Private-use characters mark the start and end; the student's own copies of them become
+    # "?" first (same length, so the slices still fit): student text can never open a tag.
+    code = fp.raw_code.replace(START, "?").replace(END, "?")
+    text, _ = highlight_overlap(code, slices.astype(int), START, END, escape_html=True)
+    return Markup(text.replace(START, "<mark>").replace(END, "</mark>"))
 
 
 def class_answers(results, release_notebook):
