@@ -97,9 +97,6 @@ class Result:
     def unsandboxed(self):
         return self.sandbox == "none"
 
-    def cell(self, name):
-        return next((cell for cell in self.cells if cell.name == name), None)
-
     def add_note(self, note):
         self.notes.append(note)
         self.output += f"\nNote: {note}"

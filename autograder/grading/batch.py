@@ -157,6 +157,7 @@ class _Clock:
 
 def _is_done(out_dir, submission):
     try:
-        return already_graded(out_dir, submission, sha256(submission.path))
+        submission.sha256 = sha256(submission.path)
     except OSError:
         return False
+    return already_graded(out_dir, submission, submission.sha256)

@@ -81,7 +81,7 @@ class IdenticalAnswers:
                 yield submission
                 continue
             try:
-                sha = sha256(submission.path)
+                sha = submission.sha256 or sha256(submission.path)
             except OSError:
                 yield submission
                 continue

@@ -34,7 +34,7 @@ class LateError(CourseError):
     """The late policy or a submission time cannot be read; the message says where."""
 
 
-def _moment(value, where):
+def parse_time(value, where):
     """An aware datetime from a TOML date-time or an ISO / nbgrader timestamp string (UTC if naive)."""
     if isinstance(value, date) and not isinstance(value, datetime):
         value = datetime.combine(value, time(23, 59, 59))  # a date alone: the end of that day
@@ -77,8 +77,8 @@ class LatePolicy:
             raise LateError(f"{where}: grace_minutes and the percentages are numbers") from None
         if any(v < 0 for v in numbers.values()) or numbers["cap_percent"] > 100:
             raise LateError(f"{where}: the numbers are >= 0 and cap_percent is at most 100")
-        due = _moment(table["due"], f"{where} due")
-        cutoff = _moment(table["cutoff"], f"{where} cutoff") if "cutoff" in table else None
+        due = parse_time(table["due"], f"{where} due")
+        cutoff = parse_time(table["cutoff"], f"{where} cutoff") if "cutoff" in table else None
         if cutoff is not None and cutoff < due:
             raise LateError(f"{where}: the cutoff comes before the due date")
         return cls(due=due, grace=timedelta(minutes=numbers["grace_minutes"]),
@@ -125,7 +125,7 @@ def nbgrader_timestamp(notebook_path):
     """The time in nbgrader's timestamp.txt beside a submitted notebook, else None."""
     stamp = Path(notebook_path).parent / "timestamp.txt"
     try:
-        return _moment(stamp.read_text().strip(), str(stamp))
+        return parse_time(stamp.read_text().strip(), str(stamp))
     except OSError:
         return None
 
@@ -137,7 +137,7 @@ def read_times(path):
             reader = csv.DictReader(handle)
             if not {"student_id", "submitted_at"} <= set(reader.fieldnames or []):
                 raise LateError(f"{path}: needs the columns student_id and submitted_at")
-            return {row["student_id"].strip(): _moment(row["submitted_at"], f"{path}, line {line}")
+            return {row["student_id"].strip(): parse_time(row["submitted_at"], f"{path}, line {line}")
                     for line, row in enumerate(reader, start=2) if row["student_id"].strip()}
     except (OSError, UnicodeDecodeError, csv.Error) as error:
         raise LateError(f"{path}: cannot read it ({error})") from None

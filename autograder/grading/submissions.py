@@ -25,6 +25,7 @@ class Submission:
     student_id: str
     path: Path
     ignored: list = field(default_factory=list)  # other notebooks of the same student (not graded)
+    sha256: str = ""  # the file's hash, once the batch has computed it (saves reading it again)
 
 
 @dataclass

@@ -122,17 +122,17 @@ def submission_time(metadata_file, student):
     """({student: time}, {student: roster row with extension_hours}) from Gradescope's
     submission_metadata.json: when it was submitted, and how much later than the assignment's
     due date this student's own due date is (an extension). Empty when there is no file."""
-    from autograder.grading.late import _moment
+    from autograder.grading.late import parse_time
 
     try:
         metadata = json.loads(Path(metadata_file).read_text())
-        times = {student: _moment(metadata["created_at"], "submission_metadata.json created_at")}
+        times = {student: parse_time(metadata["created_at"], "submission_metadata.json created_at")}
     except (OSError, ValueError, KeyError, TypeError):
         return {}, {}
     roster = {}
     try:
-        due = _moment(metadata["assignment"]["due_date"], "due_date")
-        own = max(_moment(user["assignment"]["due_date"], "due_date") for user in metadata["users"])
+        due = parse_time(metadata["assignment"]["due_date"], "due_date")
+        own = max(parse_time(user["assignment"]["due_date"], "due_date") for user in metadata["users"])
         if own > due:
             roster[student] = {"student_id": student, "extension_hours": str((own - due).total_seconds() / 3600)}
     except (KeyError, TypeError, ValueError):
