@@ -117,7 +117,11 @@ def cmd_grade(args):
     from autograder.grading.batch import grade_batch
 
     assignment = _assignment(args)
-    may_run_student_code(args.unsafe_no_sandbox)
+    scheduler = None
+    if args.cluster:
+        scheduler = _dask_scheduler(args)  # each worker is asked whether it may run student code
+    else:
+        may_run_student_code(args.unsafe_no_sandbox)
     limits = {"timeout": args.timeout} if args.timeout else {}
     if args.memory_mb:
         limits["memory_bytes"] = args.memory_mb * 2**20
@@ -144,9 +148,11 @@ def cmd_grade(args):
         report = grade_batch(assignment, args.paths, out_dir=args.out,
                              jobs=args.jobs or os.cpu_count() or 1, limits=limits, force=args.force,
                              seed=args.seed, on_result=advance, unsafe_no_sandbox=args.unsafe_no_sandbox,
-                             submitted_at=times, roster=roster)
+                             submitted_at=times, roster=roster, scheduler=scheduler)
     finally:
         progress.stop()
+        if scheduler is not None:
+            scheduler.close()
     print_results(report.results, args.assignment)
     for result in report.graded:
         if result.status == ERROR:
@@ -169,6 +175,22 @@ def cmd_grade(args):
     if args.verbose:
         console.print("time spent: " + ", ".join(f"{name} {seconds:.1f} s" for name, seconds in report.phases.items()))
     return 1 if any(r.status == ERROR for r in report.graded) else 0
+
+
+def _dask_scheduler(args):
+    from autograder.grading.cluster import ClusterError, DaskScheduler
+
+    tls = [args.tls_ca_file, args.tls_cert, args.tls_key]
+    security = None
+    if any(tls):
+        if not all(tls):
+            raise ClusterError("TLS needs all three of --tls-ca-file, --tls-cert and --tls-key")
+        from distributed.security import Security
+
+        security = Security(tls_ca_file=args.tls_ca_file, tls_client_cert=args.tls_cert,
+                            tls_client_key=args.tls_key, require_encryption=True)
+    return DaskScheduler(args.cluster, security=security, say=lambda text: console.print(text, highlight=False),
+                         unsafe_no_sandbox=args.unsafe_no_sandbox)
 
 
 def _graded(args, folder):
@@ -387,6 +409,12 @@ def main(argv=None):
     p.add_argument("--submitted-at", metavar="FILE",
                    help="CSV of student_id,submitted_at for the late policy (default: nbgrader's timestamp.txt)")
     p.add_argument("--roster", metavar="FILE", help="roster CSV; its extension_hours column grants extensions")
+    p.add_argument("--cluster", metavar="ADDRESS",
+                   help="grade on a Dask cluster: a scheduler's address (tcp://host:8786, tls://...) or local:N"
+                        " for N local worker processes (needs the [cluster] extra)")
+    p.add_argument("--tls-ca-file", help="with --cluster tls://...: the certificate authority's file")
+    p.add_argument("--tls-cert", help="with --cluster tls://...: this client's certificate")
+    p.add_argument("--tls-key", help="with --cluster tls://...: this client's private key")
     _add_unsafe_flag(p)
     p.set_defaults(func=cmd_grade)
     for name, text in (("feedback", "write each student's feedback page and the class report from graded results"),

@@ -40,6 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 from autograder.record import all_results  # noqa: E402
+from helpers import EXTRA_ANSWERS, make_realistic_class  # noqa: E402
 
 KINDS = ["ada", "ben", "cy", "dee"]
 
@@ -60,52 +61,6 @@ def make_course(tmp, n):
 
 
 TIMEOUT = 10  # seconds a notebook may run, in both graders (the looping answer uses all of it)
-EXTRA_ANSWERS = {  # appended to the reference's first answer cell
-    "slow": "_w = torch.randn(256, 256)\nfor _ in range(1500):  # an answer that trains far too long\n"
-            "    _w = (_w @ _w).tanh()\n",
-    "crash": "import os\nos._exit(3)  # the process ends in the middle of the notebook\n",
-    "loop": "while True:  # never returns\n    pass\n",
-}
-
-
-def with_extra_code(notebook, code):
-    import copy
-
-    notebook = copy.deepcopy(notebook)
-    cell = next(c for c in notebook.cells if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("solution"))
-    cell.source = cell.source.rstrip("\n") + "\n" + code
-    return notebook
-
-
-def make_realistic_class(tmp, n):
-    """A course whose submitted/ holds the realistic class (see the module's doc); returns
-    (course, {student id: 'slow' | 'crash' | 'loop' | ''})."""
-    import nbformat
-
-    from autograder.authoring import corpus
-    from autograder.authoring.examples import filled_notebook
-    from autograder.course import Course
-    from autograder.grading.submissions import grade_cells
-    from helpers import new_course, signed
-
-    course = new_course(tmp)
-    assignment = Course(course).assignment("causal_attention")
-    release = nbformat.read(assignment.release_notebook, as_version=4)
-    cells = list(grade_cells(nbformat.read(assignment.source_notebook, as_version=4)))
-    reference = filled_notebook(release, assignment, {})
-    special = {label: with_extra_code(reference, code) for label, code in EXTRA_ANSWERS.items()}
-    notebooks = [(label, notebook) for label, notebook in special.items()] + [("untouched", release)]
-    notebooks += [(entry.name, corpus.notebook(entry, release, assignment)) for entry in corpus.load(assignment, cells)]
-    notebooks = notebooks[:n]
-    notebooks += [(f"reference{i}", signed(reference, f"student {i}")) for i in range(n - len(notebooks))]
-    kinds = {}
-    for index, (label, notebook) in enumerate(notebooks):
-        student = f"s{index:03d}_{label}"
-        path = course / "submitted" / student / "causal_attention" / "causal_attention.ipynb"
-        path.parent.mkdir(parents=True)
-        nbformat.write(notebook, path)
-        kinds[student] = label if label in EXTRA_ANSWERS else ""
-    return course, kinds
 
 
 def tree_pss(root_pid):

@@ -31,14 +31,14 @@ def grade_batch(assignment, paths, out_dir=None, jobs=2, limits=None, force=Fals
     from autograder.grading.identical import CACHE_DIR, IdenticalAnswers
     from autograder.grading.late import LatePolicy, LateWork
     from autograder.grading.submission import BatchSpec, write_autograded
-    from autograder.grading.sandbox import require_sandbox
     from autograder.grading.scheduler import LocalScheduler
     from autograder.grading.selfcheck import verify
 
     late = LateWork(LatePolicy.from_settings(assignment.settings.get("late"),
                                              f"{assignment.folder / 'assignment.toml'} [late]"),
                     submitted_at, roster)  # a bad policy stops here, before anything runs
-    isolation = require_sandbox(unsafe_no_sandbox)
+    scheduler = scheduler or LocalScheduler(jobs)
+    isolation = scheduler.require_sandbox(unsafe_no_sandbox)  # a cluster asks each worker
     verify(comparisons=False)  # the workers check the comparisons once they have torch
     started = time.perf_counter()
     course = assignment.course
@@ -50,7 +50,6 @@ def grade_batch(assignment, paths, out_dir=None, jobs=2, limits=None, force=Fals
                      limits={**assignment.limits, **(limits or {})}, autograded_dir=str(course.autograded),
                      isolation=isolation)
     report = BatchReport(skipped=len(submissions) - len(todo), out_dir=out_dir)
-    scheduler = scheduler or LocalScheduler(jobs)
     clock = _Clock(report.phases)
     source = read_source(assignment)
     identical = IdenticalAnswers(assignment, spec, out_dir, source, read_release(assignment), use_cache=not force)

@@ -42,6 +42,13 @@ def bundle_hash(assignment):
     _files_digest(digest, folder, (p for p in folder.rglob("*") if p.name not in BUNDLE_SKIPS))
     for path in (assignment.solutions, assignment.source_notebook, assignment.release_notebook):
         _files_digest(digest, path.parent, [path])
+    digest.update(engine_hash().encode())
+    return digest.hexdigest()
+
+
+def engine_hash():
+    """The hash of the grader's own code (a cluster worker must run the same)."""
+    digest = hashlib.sha256()
     engine = Path(autograder.__file__).parent
     _files_digest(digest, engine, engine.rglob("*.py"))
     return digest.hexdigest()

@@ -29,6 +29,10 @@ from autograder import wire
 AGENT_FILES = ("wire.py", "inside/__init__.py", "inside/agent.py", "inside/student.py")  # in the package
 SANDBOX_UID_BASE = 61000  # one unprivileged uid per worker slot when the grader is root
 START_TIMEOUT = 120  # seconds for a cold sandbox to import torch
+# The child stops a cell at the time limit itself and reports which cells ran. The grader
+# waits this much longer before it gives up on the child, so that report (not a race
+# between the two clocks) decides what the student reads: the same on every machine.
+REPORT_GRACE = 1.5
 KEEP_INBOX = 32 * 2**20  # bytes of reply buffer kept between replies
 
 
@@ -538,7 +542,7 @@ class Sandbox:
         finally:
             theirs.close()
         self.channel = ours
-        self.deadline = time.monotonic() + self.limits.timeout
+        self.deadline = time.monotonic() + self.limits.timeout + REPORT_GRACE
         try:
             # The code goes straight to the child, never through the warm worker: what the
             # worker once held would stay in its heap, which every later child inherits.

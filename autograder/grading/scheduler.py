@@ -1,10 +1,10 @@
 """Where submissions are graded: the one interface a cluster backend must implement.
 
 A scheduler takes a `BatchSpec` and an iterable of submissions and yields one
-`record.Result` per submission as soon as it is ready, in any order. `grade_job`
-runs on a worker that `worker_setup(spec)` has prepared (its checks collected,
-one warm sandbox). `LocalScheduler` uses processes on this machine; a Dask scheduler
-would call the same two functions on cluster workers.
+`record.Result` per submission as soon as it is ready, in any order, after
+`require_sandbox` has said how student code will run. Each worker holds one warm
+`GradingWorker` (its checks collected, one warm sandbox). `LocalScheduler` uses
+processes on this machine; `cluster.DaskScheduler` uses Dask workers.
 """
 import multiprocessing
 import os
@@ -20,6 +20,9 @@ REFUSALS = (NoSandbox, PoisonedInterpreter)  # a worker that must not grade stop
 
 
 class Scheduler(Protocol):
+    def require_sandbox(self, unsafe_no_sandbox: bool) -> str:
+        """The isolation student code will run with; raises NoSandbox before anything runs."""
+
     def grade(self, spec: BatchSpec, submissions: Iterable) -> Iterator[Result]:
         """Yield one result per submission, in completion order."""
 
@@ -34,6 +37,11 @@ class LocalScheduler:
 
     def __init__(self, jobs):
         self.jobs = max(1, int(jobs))
+
+    def require_sandbox(self, unsafe_no_sandbox=False):
+        from autograder.grading.sandbox import require_sandbox
+
+        return require_sandbox(unsafe_no_sandbox)
 
     def grade(self, spec, submissions):
         if not isinstance(submissions, Sized):

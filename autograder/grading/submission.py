@@ -1,8 +1,9 @@
 """Grade one submission: sanitize, run it in a sandbox, check it on the trusted side.
 
-`grade_job` is what a scheduler runs on a worker. It needs the worker's warm
-`Sandbox` (one per worker process, made by `worker_setup`) and returns a
-`record.Result`.
+A `GradingWorker` holds one worker's warm state (its sandbox and collected checks)
+and grades submissions one after another into `record.Result`s. The local pool
+makes one per process (`worker_setup`, `grade_job`); a Dask worker one per course
+bundle (cluster.py).
 """
 import gc
 import os
@@ -33,22 +34,144 @@ class BatchSpec:
     isolation: str = "bubblewrap"  # or "none": no sandbox here and the TA passed --unsafe-no-sandbox
 
 
-_state = {}
+class GradingWorker:
+    """One worker's warm grading state: its sandbox, its collected checks and the
+    assignment's source and release notebooks. A local pool process holds one; so does
+    a Dask worker, per course bundle (see cluster.py).
+
+    A failure while starting is kept and raised on every submission, in words.
+    """
+
+    def __init__(self, spec):
+        self.spec = spec
+        self.setup_error = None
+        self.sandbox = self.checks = self.assignment = self.source = self.release = None
+        self.last_notebook = None  # the sanitized notebook of the last submission graded, if any
+
+    def setup(self, slot=0, pin=False):
+        try:
+            self._setup(slot, pin)
+        except (NoSandbox, PoisonedInterpreter) as refusal:  # the whole batch must stop: see LocalScheduler
+            self.setup_error = refusal
+        except Exception as error:
+            self.setup_error = RuntimeError(f"this grading worker could not start: {type(error).__name__}: {error}")
+        return self
+
+    def _setup(self, slot, pin):
+        from autograder.grading.runner import CheckSession
+        from autograder.grading.sandbox import Limits, Sandbox
+        from autograder.grading.selfcheck import verify
+
+        spec = self.spec
+        if pin:
+            _pin_to_one_core(slot)
+        assignment = Course(Path(spec.course)).assignment(spec.assignment)
+        self.sandbox = Sandbox(slot, Limits(**spec.limits), spec.isolation == "none",
+                               conceal=[spec.course], extra_files=assignment.sandbox_files())
+        self.sandbox.launch()  # first: it starts (about 3 s) while this process gets ready below
+        self._prepare(assignment)
+        verify()  # this process compares answers: its comparisons must be torch's own
+        self.checks = CheckSession(assignment)
+        self.sandbox.await_hello()
+        # This process lives for the whole batch: keep the garbage collector from
+        # walking torch's and pytest's objects again and again.
+        gc.freeze()
+
+    def _prepare(self, assignment):
+        """torch, and the assignment's source and release notebooks for sanitizing."""
+        import torch
+
+        from autograder.wire import keep_freed_memory
+
+        torch.set_num_threads(1)
+        keep_freed_memory()  # replies of many megabytes arrive all the time
+        self.assignment = assignment
+        self.source = nbformat.read(assignment.source_notebook, as_version=4)
+        self.release = nbformat.read(assignment.release_notebook, as_version=4)
+
+    def close(self):
+        checks, self.checks = self.checks, None
+        if checks:
+            checks.close()
+        sandbox, self.sandbox = self.sandbox, None
+        if sandbox:
+            sandbox.close(graceful=False)
+
+    def grade(self, submission):
+        """Grade one Submission; never raises for a student's fault."""
+        spec, started, cpu = self.spec, time.perf_counter(), time.process_time()
+        if self.setup_error is not None:
+            raise self.setup_error
+        base = {"student_id": submission.student_id, "path": str(submission.path)}
+        self.last_notebook = None
+        try:
+            base["notebook_sha256"] = sha256(submission.path)
+        except OSError as error:
+            return self.invalid_result(base, f"the file could not be read ({error.strerror})", started)
+        try:
+            notebook = read_notebook(submission.path)
+            clean = sanitize(notebook, self.source, self.release)
+        except InvalidNotebook as error:
+            return self.invalid_result(base, str(error), started)
+        base["timings"] = {"read_and_sanitize": round(time.perf_counter() - started, 4)}
+        if submission.ignored:
+            clean.tampering.append("more than one notebook was handed in; graded "
+                                   f"{submission.path.name}, not {', '.join(submission.ignored)}")
+        result = self.grade_clean(clean, base, started)
+        self.last_notebook = clean.notebook
+        if spec.autograded_dir:
+            write_autograded(spec, submission.student_id, clean.notebook, result)
+        # The grader's own CPU for this submission (sanitizing, checks, outputs), as
+        # opposed to "sandbox_cpu", the student's process.
+        result.timings["grader_cpu"] = round(time.process_time() - cpu, 4)
+        return result
+
+    def grade_clean(self, clean, base, started):
+        from autograder.grading.sandbox import SandboxStudent
+
+        spec, sandbox = self.spec, self.sandbox
+        points = grade_cells(self.source)
+        notes, cell_errors = list(clean.tampering), []
+        timings, clock = base["timings"], time.perf_counter()
+        first = _run_cells(sandbox, clean.cells, spec.seed)
+        timings["run_cells"] = round(time.perf_counter() - clock, 4)
+        student = SandboxStudent(sandbox)
+        try:
+            report = _cell_report(first)
+            if report is not None:
+                cell_errors = [entry for entry in report if entry["error"]]
+                timings["cells_own_time"] = round(sum(entry["seconds"] for entry in report), 4)
+            else:
+                kind = first[0] if first[0] in ("timeout", "died") else "unreadable"
+                student.lose(kind, first[1] if kind == "timeout" else None)
+                notes.append("the notebook did not finish running: " + student.lost)
+            clock = time.perf_counter()
+            checks = self.checks.run(student, spec.seed)
+            timings["checks"] = round(time.perf_counter() - clock, 4)
+        finally:
+            ending = None
+            if sandbox.process:
+                ending = sandbox.finish()
+                if sandbox.last_cpu is not None:  # the submission's own process, cells and probes
+                    timings["sandbox_cpu"] = round(sandbox.last_cpu, 4)
+        if student.lost_kind == "died" and ending:
+            notes.append(f"how your code's process ended: {ending}")
+        elif student.lost and student.lost not in " ".join(notes):
+            notes.append(student.lost)
+        return build_result(spec, base, points, checks, notes, cell_errors, started)
+
+    def invalid_result(self, base, message, started):
+        return invalid_result(self.spec, grade_cells(self.source), base, message, started)
+
+
+_worker = None  # this pool process's GradingWorker
 
 
 def worker_setup(spec, slots=None, pin=False):
-    """Per worker process: start a sandbox and, while it warms up, the checks (called once).
-
-    A failure here is kept and reported on every submission of this worker, in words.
-    """
+    """Per local pool process: start a sandbox and, while it warms up, the checks (called once)."""
+    global _worker
     _die_with_parent()
-    _state.update(spec=spec)
-    try:
-        _setup(spec, slots.get() if slots is not None else 0, pin)
-    except (NoSandbox, PoisonedInterpreter) as refusal:  # the whole batch must stop: see LocalScheduler
-        _state["setup_error"] = refusal
-    except Exception as error:
-        _state["setup_error"] = RuntimeError(f"this grading worker could not start: {type(error).__name__}: {error}")
+    _worker = GradingWorker(spec).setup(slots.get() if slots is not None else 0, pin)
     # Forked pool workers leave through os._exit, skipping atexit; multiprocessing's
     # finalizers do run.
     from multiprocessing.util import Finalize
@@ -56,24 +179,9 @@ def worker_setup(spec, slots=None, pin=False):
     Finalize(None, worker_teardown, exitpriority=10)
 
 
-def _setup(spec, slot, pin):
-    from autograder.grading.runner import CheckSession
-    from autograder.grading.sandbox import Limits, Sandbox
-    from autograder.grading.selfcheck import verify
-
-    if pin:
-        _pin_to_one_core(slot)
-    assignment = Course(Path(spec.course)).assignment(spec.assignment)
-    sandbox = _state["sandbox"] = Sandbox(slot, Limits(**spec.limits), spec.isolation == "none",
-                                          conceal=[spec.course], extra_files=assignment.sandbox_files())
-    sandbox.launch()  # first: it starts (about 3 s) while this process gets ready below
-    _prepare(spec, assignment)
-    verify()  # this process compares answers: its comparisons must be torch's own
-    _state["checks"] = CheckSession(_state["assignment"])
-    sandbox.await_hello()
-    # This process lives for the whole batch: keep the garbage collector from
-    # walking torch's and pytest's objects again and again.
-    gc.freeze()
+def grade_job(submission):
+    """Grade one Submission on this pool process (see worker_setup)."""
+    return _worker.grade(submission)
 
 
 def _pin_to_one_core(slot):
@@ -91,26 +199,9 @@ def _pin_to_one_core(slot):
         pass
 
 
-def _prepare(spec, assignment):
-    """torch, and the assignment's source and release notebooks for sanitizing."""
-    import torch
-
-    from autograder.wire import keep_freed_memory
-
-    torch.set_num_threads(1)
-    keep_freed_memory()  # replies of many megabytes arrive all the time
-    _state["assignment"] = assignment
-    _state["source"] = nbformat.read(assignment.source_notebook, as_version=4)
-    _state["release"] = nbformat.read(assignment.release_notebook, as_version=4)
-
-
 def worker_teardown():
-    checks = _state.pop("checks", None)
-    if checks:
-        checks.close()
-    sandbox = _state.pop("sandbox", None)
-    if sandbox:
-        sandbox.close(graceful=False)
+    if _worker is not None:
+        _worker.close()
     # Skip the interpreter's slow tear-down of torch and friends: results were sent.
     os._exit(0)
 
@@ -124,69 +215,6 @@ def _die_with_parent():
         ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
     except OSError:
         pass
-
-
-def grade_job(submission):
-    """Grade one Submission on this worker; never raises for a student's fault."""
-    spec, started, cpu = _state["spec"], time.perf_counter(), time.process_time()
-    if "setup_error" in _state:
-        raise _state["setup_error"]
-    base = {"student_id": submission.student_id, "path": str(submission.path)}
-    try:
-        base["notebook_sha256"] = sha256(submission.path)
-    except OSError as error:
-        return invalid_result(spec, base, f"the file could not be read ({error.strerror})", started)
-    try:
-        notebook = read_notebook(submission.path)
-        clean = sanitize(notebook, _state["source"], _state["release"])
-    except InvalidNotebook as error:
-        return invalid_result(spec, base, str(error), started)
-    base["timings"] = {"read_and_sanitize": round(time.perf_counter() - started, 4)}
-    if submission.ignored:
-        clean.tampering.append("more than one notebook was handed in; graded "
-                               f"{submission.path.name}, not {', '.join(submission.ignored)}")
-    result = grade_clean(spec, clean, base, started)
-    if spec.autograded_dir:
-        write_autograded(spec, submission.student_id, clean.notebook, result)
-    # The grader's own CPU for this submission (sanitizing, checks, outputs), as
-    # opposed to "sandbox_cpu", the student's process.
-    result.timings["grader_cpu"] = round(time.process_time() - cpu, 4)
-    return result
-
-
-def grade_clean(spec, clean, base, started):
-    from autograder.grading.sandbox import SandboxStudent
-
-    sandbox = _state["sandbox"]
-    points = grade_cells(_state["source"])
-    notes, cell_errors = list(clean.tampering), []
-    timings, clock = base["timings"], time.perf_counter()
-    first = _run_cells(sandbox, clean.cells, spec.seed)
-    timings["run_cells"] = round(time.perf_counter() - clock, 4)
-    student = SandboxStudent(sandbox)
-    try:
-        report = _cell_report(first)
-        if report is not None:
-            cell_errors = [entry for entry in report if entry["error"]]
-            timings["cells_own_time"] = round(sum(entry["seconds"] for entry in report), 4)
-        else:
-            kind = first[0] if first[0] in ("timeout", "died") else "unreadable"
-            student.lose(kind, first[1] if kind == "timeout" else None)
-            notes.append("the notebook did not finish running: " + student.lost)
-        clock = time.perf_counter()
-        checks = _state["checks"].run(student, spec.seed)
-        timings["checks"] = round(time.perf_counter() - clock, 4)
-    finally:
-        ending = None
-        if sandbox.process:
-            ending = sandbox.finish()
-            if sandbox.last_cpu is not None:  # the submission's own process, cells and probes
-                timings["sandbox_cpu"] = round(sandbox.last_cpu, 4)
-    if student.lost_kind == "died" and ending:
-        notes.append(f"how your code's process ended: {ending}")
-    elif student.lost and student.lost not in " ".join(notes):
-        notes.append(student.lost)
-    return build_result(spec, base, points, checks, notes, cell_errors, started)
 
 
 def _run_cells(sandbox, cells, seed):
@@ -240,9 +268,10 @@ def build_result(spec, base, points, checks, notes, cell_errors, started):
                   execution_time=round(time.perf_counter() - started, 3))
 
 
-def invalid_result(spec, base, message, started):
+def invalid_result(spec, points, base, message, started):
+    """A submission that cannot be graded (unreadable, not a notebook, ...): zero, with the reason."""
     cells = [CellScore(name=grade_id, score=0.0, max_score=cell_points, output=f"Not graded: {message}.")
-             for grade_id, cell_points in grade_cells(_state["source"]).items()]
+             for grade_id, cell_points in points.items()]
     return Result(**base, assignment=spec.assignment, status=INVALID, cells=cells, seed=spec.seed,
                   output=f"This submission could not be graded: {message}.", notes=[message],
                   execution_time=round(time.perf_counter() - started, 3))

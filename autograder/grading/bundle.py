@@ -1,0 +1,70 @@
+"""The course bundle: what a remote worker needs to grade one assignment, as bytes.
+
+A cluster's workers have no copy of the course. The client packs the assignment's
+grading material (its exercise folder without the corpus and the examples, its
+solutions, its source and release notebooks, the nbgrader config) into one
+reproducible tar archive named by its SHA-256. Workers unpack it once per hash into
+a private folder and check the hash first, so a damaged or substituted bundle is
+never graded with.
+"""
+import hashlib
+import io
+import os
+import shutil
+import tarfile
+import tempfile
+from pathlib import Path
+
+from autograder.course import copy_assignment
+
+
+class BundleError(RuntimeError):
+    """A bundle that does not match its hash, or cannot be unpacked."""
+
+
+def make_bundle(assignment):
+    """(hash, tar bytes) of `assignment`'s grading material."""
+    with tempfile.TemporaryDirectory(prefix="autograder-bundle-") as staging:
+        copy_assignment(assignment, staging, grading_only=True)
+        data = _reproducible_tar(Path(staging))
+    return hashlib.sha256(data).hexdigest(), data
+
+
+def _reproducible_tar(root):
+    """The same files give the same bytes: sorted names, no times, owners or modes beyond r/x."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as archive:
+        for path in sorted(root.rglob("*")):
+            if not path.is_file():
+                continue
+            info = tarfile.TarInfo(str(path.relative_to(root)))
+            data = path.read_bytes()
+            info.size, info.mtime, info.mode = len(data), 0, 0o600
+            archive.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def unpack_bundle(data, expected_hash, parent):
+    """parent/<hash>/: the bundle unpacked, readable by this user only. Reused when it is
+    already there (workers cache bundles by hash)."""
+    if hashlib.sha256(data).hexdigest() != expected_hash:
+        raise BundleError("the course bundle does not match its hash: it was damaged or replaced on the way")
+    parent = Path(parent)
+    parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(parent, 0o700)  # hidden checks and solutions: no other user on this host reads them
+    target = parent / expected_hash
+    if (target / ".complete").is_file():
+        return target
+    staging = Path(tempfile.mkdtemp(prefix=".unpacking-", dir=parent))
+    try:
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r") as archive:
+            archive.extractall(staging, filter="data")  # no absolute paths, links or devices
+        (staging / ".complete").touch()
+        try:
+            os.rename(staging, target)
+        except OSError:  # another process unpacked the same bundle first
+            shutil.rmtree(staging, ignore_errors=True)
+    except (tarfile.TarError, OSError) as error:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise BundleError(f"the course bundle could not be unpacked: {error}") from None
+    return target

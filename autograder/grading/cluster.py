@@ -1,0 +1,418 @@
+"""Grade on a Dask cluster: `autograder grade ... --cluster tcp://host:8786` (or `local:N`).
+
+The same scheduler interface as the local pool (see scheduler.py), on Dask
+distributed, which brings the scheduler, the workers, the retries, the dashboard
+and the deployments (dask-jobqueue on Slurm, dask-kubernetes, the Helm chart).
+
+* The course travels with the batch. A `GradingPlugin` carries the course bundle
+  (bundle.py) and the batch's settings to every worker, joining ones included; the
+  worker unpacks it into a private folder named by its hash, checks that it may run
+  student code (the same refusal as locally, naming the worker) and starts one warm
+  sandbox in a grading thread of its own. Each task forks a fresh child there, as
+  locally.
+* A task is keyed by the batch (bundle hash, seed, limits) and the submission (student,
+  notebook hash): Dask's retry of a lost worker's task is the same task, so nothing is
+  graded twice, and a resubmitted batch joins tasks that are still running.
+* A submission that kills its worker is tried at most twice. Each attempt logs an
+  event on the scheduler under the task's key; a third attempt does not run the
+  student's code and the client records that student's error instead (so does
+  Dask's own KilledWorker, if the scheduler gives up first).
+* The client writes each result as it arrives (batch.py), so after a kill -9 of the
+  client, a worker or the scheduler, running the same command again grades only
+  what is missing.
+"""
+import fcntl
+import os
+import queue
+import tempfile
+import threading
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from autograder.grading.sandbox import NoSandbox
+from autograder.grading.selfcheck import PoisonedInterpreter
+from autograder.record import ERROR, Result
+
+MAX_ATTEMPTS = 2  # a submission whose grading kills a worker is tried once more, then recorded
+ATTEMPTS_TOPIC = "autograder-attempt-"
+PLUGIN_PREFIX = "autograder-"
+CONNECT_TIMEOUT = 10  # seconds to reach the scheduler
+WORKERS_TIMEOUT = 120  # seconds to wait for a first worker
+SLOTS = range(64, 128)  # sandbox user slots of cluster workers (the local pool uses 0, 1, ...)
+
+
+class ClusterError(RuntimeError):
+    """The cluster cannot be used (unreachable, refused, no workers, lost); the message says why."""
+
+
+def parse_cluster(text):
+    """('local', N) for 'local:N', else ('address', text)."""
+    if text.startswith("local:"):
+        count = text.removeprefix("local:")
+        if not count.isdigit() or int(count) < 1:
+            raise ClusterError(f"--cluster {text}: write local:N with N a number of workers, such as local:2")
+        return "local", int(count)
+    if "://" not in text:
+        text = f"tcp://{text}"
+    return "address", text
+
+
+def batch_key(bundle_hash, spec):
+    """What names this batch on the cluster: the course bundle and every setting that changes a grade."""
+    import hashlib
+    import json
+
+    settings = json.dumps({"seed": spec.seed, "limits": spec.limits, "isolation": spec.isolation,
+                           "assignment": spec.assignment}, sort_keys=True)
+    return hashlib.sha256(f"{bundle_hash}\0{settings}".encode()).hexdigest()[:20]
+
+
+class DaskScheduler:
+    """Grades a batch on a Dask cluster: a running scheduler's address, or `local:N`."""
+
+    def __init__(self, cluster, security=None, say=None, unsafe_no_sandbox=False):
+        self.kind, self.target = parse_cluster(cluster)
+        self.security = security
+        self.say = say or (lambda text: None)
+        self.unsafe_no_sandbox = unsafe_no_sandbox
+        self.client = self.local_cluster = None
+        self.address = None
+
+    # -- connecting ------------------------------------------------------------
+    def connect(self):
+        try:
+            import distributed
+        except ImportError:
+            raise ClusterError("grading on a cluster needs Dask distributed: pip install"
+                               " 'attention-autograder[cluster]' (or pip install distributed)") from None
+        _quiet_dask_logs()
+        if self.client is not None:
+            return self.client
+        try:
+            if self.kind == "local":
+                self.local_cluster = distributed.LocalCluster(
+                    n_workers=self.target, threads_per_worker=1, processes=True, memory_limit=0,
+                    dashboard_address="127.0.0.1:0", host="127.0.0.1")
+                self.client = distributed.Client(self.local_cluster)
+            else:
+                self.client = distributed.Client(self.target, security=self.security, timeout=CONNECT_TIMEOUT)
+        except Exception as error:
+            self.close()
+            where = f"the Dask scheduler at {self.target}" if self.kind == "address" else "a local Dask cluster"
+            raise ClusterError(f"cannot reach {where}: {_one_line(error)}") from None
+        self.address = self.client.scheduler.address
+        link = self._dashboard_link()
+        self.say(f"Dask scheduler {self.address}" + (f"; dashboard: {link}" if link else ""))
+        try:
+            self.client.wait_for_workers(1, timeout=WORKERS_TIMEOUT)
+        except Exception:
+            self.close()
+            raise ClusterError(f"the Dask scheduler at {self.address} has no workers (waited {WORKERS_TIMEOUT} s):"
+                               " start some with `dask worker ADDRESS --nthreads 1`") from None
+        return self.client
+
+    def _dashboard_link(self):
+        """Dask's dashboard, if it answers (without bokeh, Dask names one that does not)."""
+        import urllib.request
+
+        try:
+            link = self.client.dashboard_link
+            with urllib.request.urlopen(link, timeout=2) as page:
+                return link if page.status == 200 else None
+        except Exception:
+            return None
+
+    def close(self):
+        for thing in (self.client, self.local_cluster):
+            if thing is not None:
+                try:
+                    thing.close()
+                except Exception:
+                    pass
+        self.client = self.local_cluster = None
+
+    def require_sandbox(self, unsafe_no_sandbox=False):
+        """Ask every worker now, before anything is written, whether it may run student code.
+
+        Returns the isolation ('bubblewrap', or 'none' when some worker grades without a
+        sandbox under the explicit opt-out); raises NoSandbox naming the first worker that refuses.
+        """
+        self.unsafe_no_sandbox = unsafe_no_sandbox
+        client = self.connect()
+        try:
+            answers = client.run(worker_isolation, unsafe_no_sandbox)
+        except Exception as error:
+            raise ClusterError(f"could not ask the Dask workers about their sandbox: {_one_line(error)}") from None
+        modes = set()
+        for address, (mode, refusal) in sorted(answers.items()):
+            if refusal:
+                raise NoSandbox(f"the Dask worker {address} {refusal}")
+            modes.add(mode)
+        return "none" if "none" in modes else "bubblewrap"
+
+    # -- grading -----------------------------------------------------------------
+    def grade(self, spec, submissions):
+        from distributed import as_completed
+        from distributed.scheduler import KilledWorker
+
+        from autograder.course import Course
+        from autograder.grading.bundle import make_bundle
+        from autograder.grading.identical import engine_hash
+
+        client = self.connect()
+        assignment = Course(Path(spec.course)).assignment(spec.assignment)
+        bundle_hash, bundle = make_bundle(assignment)
+        key = batch_key(bundle_hash, spec)
+        plugin = GradingPlugin(key, bundle_hash, bundle, replace(spec, course="", autograded_dir=""),
+                               engine_hash(), self.unsafe_no_sandbox)
+        try:
+            client.register_plugin(plugin, name=PLUGIN_PREFIX + key)
+        except (NoSandbox, PoisonedInterpreter, ClusterError):
+            raise
+        except Exception as error:
+            raise ClusterError(f"the Dask workers could not take the course bundle: {_one_line(error)}") from None
+        pending, futures = {}, as_completed(with_results=False)
+        try:
+            for submission in submissions:
+                future = self._submit(client, key, submission)
+                if future is not None:
+                    pending[future.key] = submission
+                    futures.add(future)
+                else:
+                    yield _unreadable(spec, assignment, submission)
+            for future in futures:
+                submission = pending.pop(future.key)
+                yield self._outcome(spec, assignment, submission, future, KilledWorker)
+                future.release()
+        finally:
+            try:
+                client.unregister_worker_plugin(PLUGIN_PREFIX + key)  # stops its sandboxes
+            except Exception:
+                pass
+            self.close()
+
+    def _submit(self, client, key, submission):
+        from autograder.grading.submissions import sha256
+
+        try:
+            data = Path(submission.path).read_bytes()
+        except OSError:
+            return None
+        digest = submission.sha256 or sha256(submission.path)
+        task = f"{PLUGIN_PREFIX}{key}-{submission.student_id}-{digest[:16]}"
+        return client.submit(grade_task, key, submission.student_id, Path(submission.path).name, data,
+                             list(submission.ignored), key=task, pure=False)
+
+    def _outcome(self, spec, assignment, submission, future, killed_worker):
+        try:
+            reply = future.result()
+        except (NoSandbox, PoisonedInterpreter):
+            raise
+        except killed_worker:
+            return worker_killer(spec, assignment, submission)
+        except Exception as error:
+            if future.status == "cancelled" or self.client is None or self.client.status != "running":
+                raise ClusterError(f"lost the Dask scheduler at {self.address} during the batch; every result"
+                                   " received so far is saved: run the same command again to grade the rest") from None
+            from autograder.grading.scheduler import worker_failure
+
+            return worker_failure(spec, submission, error)
+        if reply == KILLED_TWICE:
+            return worker_killer(spec, assignment, submission)
+        result, notebook = reply
+        result.path = str(submission.path)
+        if spec.autograded_dir and notebook is not None:
+            from autograder.grading.submission import write_autograded
+
+            write_autograded(spec, submission.student_id, notebook, result)
+        return result
+
+
+KILLED_TWICE = "killed-twice"
+
+
+def worker_killer(spec, assignment, submission):
+    """The student's own error: grading this notebook made a grading worker die, twice."""
+    import nbformat
+
+    from autograder.grading.submission import invalid_result
+    from autograder.grading.submissions import grade_cells, sha256
+
+    base = {"student_id": submission.student_id, "path": str(submission.path)}
+    try:
+        base["notebook_sha256"] = submission.sha256 or sha256(submission.path)
+    except OSError:
+        pass
+    points = grade_cells(nbformat.read(assignment.source_notebook, as_version=4))
+    message = ("running this notebook made the grading machine's worker process die, twice (for example by"
+               " using far more memory than the machine has, or by crashing Python itself), so it could not be"
+               " graded; look for code that allocates huge tensors or loops without end, run it yourself, and"
+               " hand it in again")
+    return invalid_result(spec, points, base, message, time.perf_counter())
+
+
+def _unreadable(spec, assignment, submission):
+    import nbformat
+
+    from autograder.grading.submission import invalid_result
+    from autograder.grading.submissions import grade_cells
+
+    points = grade_cells(nbformat.read(assignment.source_notebook, as_version=4))
+    return invalid_result(spec, points, {"student_id": submission.student_id, "path": str(submission.path)},
+                          "the file could not be read", time.perf_counter())
+
+
+# -- on the workers ------------------------------------------------------------------
+def worker_isolation(unsafe_no_sandbox, dask_worker=None):
+    """(isolation, refusal or None) on this worker (run through client.run)."""
+    from autograder.grading.sandbox import require_sandbox
+    from autograder.grading.selfcheck import verify
+
+    try:
+        verify(comparisons=False)
+        return require_sandbox(unsafe_no_sandbox), None
+    except (NoSandbox, PoisonedInterpreter) as refusal:
+        host = os.uname().nodename
+        return None, f"(host {host}) refuses to grade: {refusal}"
+
+
+def grade_task(batch, student_id, filename, data, ignored):
+    """One submission, on whichever worker Dask chose: (Result, sanitized notebook) or KILLED_TWICE."""
+    from distributed import get_client, get_worker
+
+    worker = get_worker()
+    plugin = worker.plugins.get(PLUGIN_PREFIX + batch)
+    if plugin is None:
+        raise RuntimeError(f"the Dask worker {worker.address} has no grading set-up for this batch")
+    topic = ATTEMPTS_TOPIC + worker.get_current_task()
+    client = get_client()
+    if len(client.get_events(topic)) >= MAX_ATTEMPTS:  # it was running on workers that died, twice
+        return KILLED_TWICE
+    client.log_event(topic, {"worker": worker.address})
+    return plugin.grade(student_id, filename, data, ignored)
+
+
+try:
+    from distributed import WorkerPlugin
+except ImportError:  # DaskScheduler.connect says how to install it
+    WorkerPlugin = object
+
+
+class GradingPlugin(WorkerPlugin):
+    """Carries one batch's course bundle and settings to each worker, and keeps its warm sandbox."""
+
+    def __init__(self, batch, bundle_hash, bundle, spec, engine, unsafe_no_sandbox):
+        self.batch, self.bundle_hash, self.bundle = batch, bundle_hash, bundle
+        self.spec, self.engine, self.unsafe_no_sandbox = spec, engine, unsafe_no_sandbox
+        self.thread = None
+
+    def setup(self, worker):
+        from autograder.grading.bundle import unpack_bundle
+        from autograder.grading.identical import engine_hash
+
+        if engine_hash() != self.engine:
+            raise ClusterError(f"the Dask worker {worker.address} runs another version of the grader than this"
+                               " client: install the same version on both")
+        isolation, refusal = worker_isolation(self.unsafe_no_sandbox)
+        if refusal:
+            raise NoSandbox(f"the Dask worker {worker.address} {refusal}")
+        home = Path(worker.local_directory) / "autograder-bundles"
+        folder = unpack_bundle(self.bundle, self.bundle_hash, home)
+        self.bundle = None  # unpacked: no need to keep it in memory
+        self.incoming = Path(tempfile.mkdtemp(prefix="incoming-", dir=home))
+        spec = replace(self.spec, course=str(folder), isolation=isolation)
+        self.thread = GradingThread(spec, worker.address)
+        self.thread.start()
+
+    def grade(self, student_id, filename, data, ignored):
+        from autograder.grading.submissions import Submission
+
+        folder = Path(tempfile.mkdtemp(dir=self.incoming))
+        path = folder / Path(filename).name
+        try:
+            path.write_bytes(data)
+            return self.thread.grade(Submission(student_id, path, ignored))
+        finally:
+            path.unlink(missing_ok=True)
+            folder.rmdir()
+
+    def teardown(self, worker):
+        import shutil
+
+        if self.thread is not None:
+            self.thread.stop()
+        shutil.rmtree(getattr(self, "incoming", ""), ignore_errors=True)
+
+
+class GradingThread(threading.Thread):
+    """Owns one GradingWorker: the sandbox is started, used and stopped from this one
+    thread, which lives as long as the plugin (bubblewrap's --die-with-parent follows the
+    thread that started it), and grades one submission at a time."""
+
+    def __init__(self, spec, address):
+        super().__init__(name="autograder-grading", daemon=True)
+        self.spec, self.address = spec, address
+        self.jobs = queue.Queue()
+        self.slot_lock = None
+
+    def run(self):
+        from autograder.grading.submission import GradingWorker
+
+        slot = self._claim_slot()
+        worker = GradingWorker(self.spec).setup(slot)
+        try:
+            while (job := self.jobs.get()) is not None:
+                submission, reply = job
+                try:
+                    result = worker.grade(submission)
+                    reply.put((True, (result, worker.last_notebook)))
+                except BaseException as error:  # noqa: BLE001 - handed to the waiting task
+                    if isinstance(error, NoSandbox | PoisonedInterpreter):
+                        error = type(error)(f"the Dask worker {self.address}: {error}")
+                    reply.put((False, error))
+        finally:
+            worker.close()
+            if self.slot_lock is not None:  # the slot is free for the next batch's sandbox
+                self.slot_lock.close()
+
+    def grade(self, submission):
+        reply = queue.Queue(maxsize=1)
+        self.jobs.put((submission, reply))
+        ok, value = reply.get()
+        if ok:
+            return value
+        raise value
+
+    def stop(self):
+        self.jobs.put(None)
+
+    def _claim_slot(self):
+        """A sandbox user slot no other worker on this host holds (a lock file per slot)."""
+        folder = Path(tempfile.gettempdir()) / f"autograder-slots-{os.geteuid()}"
+        folder.mkdir(mode=0o700, exist_ok=True)
+        for slot in SLOTS:
+            handle = open(folder / f"{slot}.lock", "w")
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                handle.close()
+                continue
+            self.slot_lock = handle  # held while this thread's sandbox lives
+            return slot
+        return SLOTS[-1]
+
+
+# -- small things ----------------------------------------------------------------------
+def _quiet_dask_logs():
+    """Dask logs its own retries and restarts at INFO and WARNING; the TA reads our summary."""
+    import logging
+
+    for name in ("distributed", "distributed.client", "distributed.scheduler", "distributed.worker",
+                 "distributed.nanny", "distributed.core", "distributed.comm"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+
+
+def _one_line(error):
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0]}" if text else type(error).__name__
