@@ -170,6 +170,29 @@ def test_a_client_killed_mid_batch_then_run_again_grades_only_what_is_missing(tm
 
 @pytest.mark.slow
 @pytest.mark.usefixtures("sandbox_required")
+def test_the_scheduler_killed_mid_batch_stops_with_one_message_and_a_rerun_grades_the_rest(tmp_path, realistic):
+    course, _, local = realistic
+    out = tmp_path / "out"
+    with dask_cluster(tmp_path / "first", workers=2) as cluster:
+        arrived = []
+
+        def kill_the_scheduler_after_six_results(result):
+            arrived.append(result.student_id)
+            if len(arrived) == 6:
+                os.kill(cluster.processes[0].pid, signal.SIGKILL)
+
+        with pytest.raises(ClusterError, match="lost the Dask scheduler .* run the same command again"):
+            grade_on(cluster, course, out, on_result=kill_the_scheduler_after_six_results)
+    written = {r.student_id for r in all_results(out)}
+    assert 6 <= len(written) < CLASS_SIZE
+    with dask_cluster(tmp_path / "second", workers=2) as cluster:  # the scheduler restarted
+        report = grade_on(cluster, course, out)
+    assert sorted(r.student_id for r in report.graded) == sorted(set(local) - written)
+    assert stable(report.results) == local
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("sandbox_required")
 def test_a_submission_that_kills_its_worker_is_tried_twice_then_is_that_students_error(tmp_path):
     from helpers import with_extra_code
 

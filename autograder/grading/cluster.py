@@ -405,12 +405,12 @@ class GradingThread(threading.Thread):
 
 # -- small things ----------------------------------------------------------------------
 def _quiet_dask_logs():
-    """Dask logs its own retries and restarts at INFO and WARNING; the TA reads our summary."""
+    """Dask logs its retries, restarts and lost connections (with tracebacks); the TA reads our one line."""
     import logging
 
     for name in ("distributed", "distributed.client", "distributed.scheduler", "distributed.worker",
                  "distributed.nanny", "distributed.core", "distributed.comm"):
-        logging.getLogger(name).setLevel(logging.ERROR)
+        logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
 def _one_line(error):
