@@ -305,9 +305,16 @@ class GradingPlugin(WorkerPlugin):
     def __init__(self, batch, bundle_hash, bundle, spec, engine, unsafe_no_sandbox):
         self.batch, self.bundle_hash, self.bundle = batch, bundle_hash, bundle
         self.spec, self.engine, self.unsafe_no_sandbox = spec, engine, unsafe_no_sandbox
-        self.thread = None
+        self.thread = self.setup_error = None
 
     def setup(self, worker):
+        try:
+            self._setup(worker)
+        except Exception as error:  # kept: a worker that joins later and fails here refuses every task
+            self.setup_error = error
+            raise
+
+    def _setup(self, worker):
         from autograder.grading.bundle import unpack_bundle
         from autograder.grading.identical import engine_hash
 
@@ -328,6 +335,8 @@ class GradingPlugin(WorkerPlugin):
     def grade(self, student_id, filename, data, ignored):
         from autograder.grading.submissions import Submission
 
+        if self.setup_error is not None:
+            raise self.setup_error
         folder = Path(tempfile.mkdtemp(dir=self.incoming))
         path = folder / Path(filename).name
         try:
