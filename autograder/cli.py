@@ -77,12 +77,23 @@ def cmd_validate(args):
     for name, problems in report.problems.items():
         for problem in problems:
             console.print(f"[red]{name}[/red]: {problem}")
+    if report.diagnoses:
+        named = sum(not found for found in report.diagnoses.values())
+        public = [name for name in report.diagnoses if name in report.from_public_code]
+        console.print(f"Diagnoses: {named} of {len(report.diagnoses)} mistakes ({report.named:.0%}) named with"
+                      f" nothing misleading (floor {report.diagnoses_min:.0%}); of the {len(public)} from public"
+                      f" code, {sum(not report.diagnoses[name] for name in public)}. The others read:")
+        for name, found in report.diagnoses.items():
+            for problem in found:
+                console.print(f"  [yellow]{name}[/yellow]: {problem}", highlight=False)
     if not report.clean:
-        console.print("[red]Not clean.[/red] Each line above is a check that misses a mistake, rejects a"
-                      " correct answer, or gives feedback that does not name the mistake.")
+        console.print("[red]Not clean.[/red] Each red line above is a check that misses a mistake, rejects a"
+                      " correct answer, or gives feedback that does not name the mistake; or the diagnoses"
+                      " are below the assignment's floor.")
         return 1
     console.print(f"Clean ({report.seconds:.0f} s): the solutions pass, the release fails, every corpus"
-                  " mistake is caught and named, every alternative gets full marks.")
+                  " mistake is caught (and named, where it was written for the corpus), every alternative"
+                  " gets full marks, and the diagnoses are above the assignment's floor.")
     return 0
 
 

@@ -164,6 +164,9 @@ def test_a_weakened_check_is_reported(tmp_path, monkeypatch, capsys):
     ({"edit": [{"cell": "ex3_answer", "old": "x"}]}, "exactly `cell`, `old` and `new`"),
     ({"name": "Bad Name"}, "lower-case letters"),
     ({"colour": "red"}, "unknown fields"),
+    ({"second": "ex3 without a colon"}, "`second` is"),
+    ({"second": "ex9: wrong cell"}, "`second` is"),
+    ({"source": 3}, "`source` is a string"),
 ])
 def test_malformed_corpus_entries_are_named(change, problem):
     from autograder.authoring.corpus import CorpusError, _entry
@@ -173,3 +176,70 @@ def test_malformed_corpus_entries_are_named(change, problem):
     assert _entry(good, set(CELLS[ASSIGNMENT])).name == "ex3-x"
     with pytest.raises(CorpusError, match=problem.replace("(", r"\(")):
         _entry({**good, **change}, set(CELLS[ASSIGNMENT]))
+
+
+def _result(cells):
+    """A graded Result: cells = {grade id: [(description, passed, message)]}."""
+    from autograder.record import CellScore, CheckOutcome
+
+    scores = []
+    for name, checks in cells.items():
+        lost = any(not passed for _, passed, _ in checks)
+        scores.append(CellScore(name, 0.0 if lost else 2.0, 2.0, "",
+                                [CheckOutcome(name=f"c{i}", description=d, passed=p, weight=1.0, message=m)
+                                 for i, (d, p, m) in enumerate(checks)]))
+    return Result(student_id="x", assignment=ASSIGNMENT, status="graded", score=0.0, cells=scores)
+
+
+def test_a_diagnosis_counts_only_when_every_mistake_is_named_and_nothing_misleads():
+    from autograder.authoring.corpus import _entry, diagnose
+
+    entry = _entry({"name": "ex3-two", "exercise": "ex3", "outcome": "mistake", "about": "a",
+                    "diagnostic": "softmax over the keys", "second": "ex5: (?i)concatenate", "also": ["ex6"],
+                    "source": "somewhere", "edit": [{"cell": "ex3_answer", "old": "x", "new": "y"}]},
+                   set(CELLS[ASSIGNMENT]))
+    named = {"ex3": [("values", False, "Take the softmax over the keys (dim=-1).")],
+             "ex5": [("heads", False, "Concatenate the heads in order."), ("shape", True, "")],
+             "ex6": [("values", False, "This builds on CausalAttention: fix Exercise 3 first.")]}
+    assert diagnose(entry, _result(named)) == []
+    checklist = {**named, "ex3": named["ex3"] + [("leak", False, "Check the causal mask.")]}
+    assert diagnose(entry, _result(checklist)) == ["ex3: misleading: Check the causal mask."]
+    cascade = {**named, "ex6": [("values", False, "Add token and position embeddings.")]}
+    assert diagnose(entry, _result(cascade)) == ["ex6: misleading: Add token and position embeddings."]
+    one_named = {**named, "ex5": [("heads", True, ""), ("shape", True, "")]}
+    assert diagnose(entry, _result(one_named)) == ["ex5: no message says /(?i)concatenate/"]
+    twice = {**named, "ex3": named["ex3"] + [("other", False, "Take the softmax over the keys (dim=-1).")]}
+    assert diagnose(entry, _result(twice)) == ["ex3: a message is repeated"]
+    # A parametrised check shows its first failing case only: no repetition, no second message.
+    cases = {**named, "ex3": [("values", False, "Take the softmax over the keys (dim=-1)."),
+                              ("values", False, "Take the softmax over the keys (dim=-1), case 2.")]}
+    assert diagnose(entry, _result(cases)) == []
+    # Public code's naming is scored, not required one by one; catching it still is.
+    from autograder.authoring.corpus import judge
+
+    assert judge(entry, _result(checklist)) == []
+    assert judge(entry, _result(one_named)) == ["not caught: ex5 got full marks"]
+
+
+def test_a_parametrised_check_is_one_line_with_its_first_failing_case():
+    from autograder.grading.runner import CellResult, feedback_lines
+    from types import SimpleNamespace as Check
+
+    cell = CellResult("ex1", [Check(description="Works for any batch", passed=ok, message=m, weight=1.0)
+                              for ok, m in [(True, ""), (False, "For shape (3, 7, 7): wrong dim."),
+                                            (False, "For shape (2, 4, 6, 6): wrong dim.")]]
+                      + [Check(description="Notebook values", passed=True, message="", weight=1.0)])
+    lines = feedback_lines(cell, 4)
+    assert lines[1:] == ["  [FAIL] Works for any batch (2 of 3 cases failed)",
+                         "         For shape (3, 7, 7): wrong dim.",
+                         "  [PASS] Notebook values"]
+
+
+def test_validation_below_the_diagnoses_floor_is_not_clean():
+    from autograder.authoring.validate import Validation
+
+    report = Validation("a", 0, {}, {}, {}, 0.0, diagnoses={"m1": [], "m2": ["ex1: misleading: x"]},
+                        diagnoses_min=0.9)
+    assert report.named == 0.5 and not report.clean
+    report.diagnoses_min = 0.5
+    assert report.clean

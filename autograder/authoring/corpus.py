@@ -14,7 +14,17 @@ the grader must do with it:
 
 A mistake may also name `no_better_than`: another corpus entry (the same wrong
 code without a trick, such as returning the notebook's printed values for the
-notebook's inputs) whose total it must not exceed.
+notebook's inputs) whose total it must not exceed; `second = "<graded cell>: <regex>"`
+for a second mistake in the same answer (that cell loses points too, and its
+feedback must name it); and `source`: where the code comes from, for answers
+taken from public code. Those measure the diagnoses on answers they were not
+written for: they must be caught like any other, and their naming is scored
+(`diagnose`) rather than required one by one.
+
+`diagnose` is the stricter reading of what a student sees: every mistake must be
+named, and no message may point at correct code. In the exercise that holds a
+mistake, each failing check's message must name it; in a cell that only builds on
+it (`also`), a message must send the student to the broken exercise first.
 
 Two entries are implicit: the reference solutions (every check passes) and the
 untouched release (every check fails).
@@ -30,7 +40,11 @@ from autograder.record import GRADED
 
 SOLUTIONS, STUBS = "reference-solutions", "untouched-release"
 OUTCOMES = ("mistake", "alternative")
-FIELDS = {"name", "exercise", "outcome", "about", "diagnostic", "also", "edit", "code", "no_better_than"}
+FIELDS = {"name", "exercise", "outcome", "about", "diagnostic", "also", "edit", "code", "no_better_than",
+          "second", "source"}
+UPSTREAM = re.compile(r"[Ff]ix [Ee]xercise \S+ first")  # a cascade message that names the root cause
+# Messages that blame nothing: credit withheld until the code is also right on random inputs.
+NEUTRAL = re.compile(r"counts only once the same code is also right on other inputs")
 
 
 class CorpusError(ValueError):
@@ -48,6 +62,15 @@ class Entry:
     edits: dict = field(default_factory=dict)  # answer cell -> [(old, new)]
     code: dict = field(default_factory=dict)  # answer cell -> new source
     no_better_than: str = ""  # an entry whose total this one must not exceed
+    second: tuple = ()  # (graded cell, regex) of a second mistake in the same answer
+    source: str = ""  # where the code comes from (public code), if anywhere
+
+    def expected(self):
+        """{graded cell: [regexes its feedback must match]} for a mistake."""
+        found = {self.exercise: [self.diagnostic]}
+        if self.second:
+            found.setdefault(self.second[0], []).append(self.second[1])
+        return found
 
 
 def load(assignment, cells):
@@ -88,6 +111,11 @@ def _entry(raw, cells):
         problem = "needs `about`: what the student did"
     elif raw["outcome"] == "mistake" and not raw.get("diagnostic"):
         problem = "a mistake needs the `diagnostic` its feedback must show"
+    elif not isinstance(raw.get("source", ""), str):
+        problem = "`source` is a string: where the code comes from"
+    elif "second" in raw and (not isinstance(raw["second"], str) or ":" not in raw["second"]
+                              or raw["second"].split(":", 1)[0].strip() not in cells):
+        problem = "`second` is \"<graded cell>: <regex>\" for a second mistake"
     elif not isinstance(raw.get("no_better_than", ""), str):
         problem = "`no_better_than` is the name of another entry"
     elif not (raw.get("edit") or raw.get("code")):
@@ -106,7 +134,9 @@ def _entry(raw, cells):
         edits.setdefault(edit["cell"], []).append((edit["old"], edit["new"]))
     return Entry(name=name, exercise=raw["exercise"], outcome=raw["outcome"], about=raw["about"],
                  diagnostic=raw.get("diagnostic", ""), also=tuple(raw.get("also", ())),
-                 edits=edits, code=dict(raw.get("code", {})), no_better_than=raw.get("no_better_than", ""))
+                 edits=edits, code=dict(raw.get("code", {})), no_better_than=raw.get("no_better_than", ""),
+                 second=tuple(part.strip() for part in raw["second"].split(":", 1)) if "second" in raw else (),
+                 source=raw.get("source", ""))
 
 
 def notebook(entry, release_nb, assignment):
@@ -137,7 +167,9 @@ def write_submissions(assignment, entries, folder):
 
 
 def judge(entry, result):
-    """What is wrong with how `result` treats `entry` ([] when it is right)."""
+    """What is wrong with how `result` treats `entry` ([] when it is right): the points, and
+    the diagnostic of entries written for the corpus (public code's naming is scored by
+    `diagnose` instead)."""
     if result.status != GRADED:
         return [f"was not graded: {result.output}"]
     tests = {cell.name: cell for cell in result.cells}
@@ -145,15 +177,50 @@ def judge(entry, result):
     if entry.outcome == "alternative":
         return [f"lost points on {name}: {_failures(tests[name])}" for name in lost]
     problems = []
-    target = tests[entry.exercise]
-    if entry.exercise not in lost:
-        problems.append(f"not caught: {entry.exercise} got full marks")
-    elif not re.search(entry.diagnostic, _failures(target)):
-        problems.append(f"caught, but the feedback does not say /{entry.diagnostic}/: {_failures(target)}")
+    expected = entry.expected()
+    for cell, regexes in expected.items():
+        if cell not in lost:
+            problems.append(f"not caught: {cell} got full marks")
+        elif not entry.source:
+            problems += [f"caught, but the feedback does not say /{regex}/: {_failures(tests[cell])}"
+                         for regex in regexes if not re.search(regex, _failures(tests[cell]))]
     for name in lost:
-        if name != entry.exercise and name not in entry.also:
+        if name not in expected and name not in entry.also:
             problems.append(f"also lost points on {name}: {_failures(tests[name])}")
     return problems
+
+
+def diagnose(entry, result):
+    """What the student with this mistake reads that is not right ([] when every mistake is
+    named and no message points at correct code). Only for graded mistakes."""
+    if entry.outcome != "mistake" or result is None or result.status != GRADED:
+        return []
+    tests = {cell.name: cell for cell in result.cells}
+    expected = entry.expected()
+    problems = []
+    for cell, regexes in expected.items():
+        said = " | ".join(shown_messages(tests[cell]))
+        problems += [f"{cell}: no message says /{regex}/" for regex in regexes if not re.search(regex, said)]
+    for name, cell in tests.items():
+        shown = shown_messages(cell)
+        for message in shown:
+            right = NEUTRAL.search(message) or (any(re.search(regex, message) for regex in expected[name])
+                                                if name in expected else UPSTREAM.search(message))
+            if not right:
+                problems.append(f"{name}: misleading: {message}")
+        if len(set(shown)) < len(shown):
+            problems.append(f"{name}: a message is repeated")
+    return problems
+
+
+def shown_messages(cell):
+    """The failing checks' messages as the feedback shows them: one per check (its first
+    failing case)."""
+    first = {}
+    for check in cell.checks:
+        if not check.passed and check.message:
+            first.setdefault(check.description, check.message)
+    return list(first.values())
 
 
 def check_outcomes(result):

@@ -5,6 +5,11 @@ solutions, the untouched release and every corpus entry, then reports per
 graded cell: checks that pass on the solutions and fail on the stubs, mistakes
 caught with the right diagnostic, alternatives at full marks, and the checks
 that caught no mistake at all.
+
+It also scores the diagnoses as a student reads them (`corpus.diagnose`): the
+fraction of mistakes named with nothing misleading, and what the others read. The
+assignment's `[validate] diagnoses_named_min` (default 0.9) is the floor below
+which validation is not clean.
 """
 import contextlib
 import io
@@ -15,7 +20,7 @@ from pathlib import Path
 
 import nbformat
 
-from autograder.authoring.corpus import SOLUTIONS, STUBS, check_outcomes, judge, load, write_submissions
+from autograder.authoring.corpus import SOLUTIONS, STUBS, check_outcomes, diagnose, judge, load, write_submissions
 from autograder.course import copy_assignment
 from autograder.record import GRADED
 
@@ -32,6 +37,9 @@ def release_namespace(assignment):
                 except Exception:
                     pass
     return namespace
+
+
+DIAGNOSES_MIN = 0.9  # what the issue asks of every assignment; one may set a floor of its own
 
 
 @dataclass
@@ -55,10 +63,19 @@ class Validation:
     problems: dict  # submission name -> [what went wrong]
     results: dict  # submission name -> result
     seconds: float
+    diagnoses: dict = field(default_factory=dict)  # mistake name -> [what its student reads that is wrong]
+    diagnoses_min: float = DIAGNOSES_MIN
+    from_public_code: set = field(default_factory=set)  # names of the entries with a `source`
+
+    @property
+    def named(self):
+        """The fraction of mistakes named with nothing misleading."""
+        return sum(not found for found in self.diagnoses.values()) / len(self.diagnoses) if self.diagnoses else 1.0
 
     @property
     def clean(self):
-        return not self.problems and all(c.checks for c in self.cells.values())
+        return (not self.problems and all(c.checks for c in self.cells.values())
+                and self.named >= self.diagnoses_min)
 
 
 def validate(assignment, seed=0, jobs=None, out_dir=None, only=None, unsafe_no_sandbox=False):
@@ -90,7 +107,9 @@ def grade_corpus(assignment, folder, seed, jobs, out_dir, only=None, unsafe_no_s
                              jobs=jobs or os.cpu_count() or 1, force=True, seed=seed,
                              unsafe_no_sandbox=unsafe_no_sandbox)
     results = {r.student_id: r for r in report.results}
-    return summarize(assignment.name, seed, cells, entries, results, report.seconds)
+    validation = summarize(assignment.name, seed, cells, entries, results, report.seconds)
+    validation.diagnoses_min = float(assignment.settings.get("validate", {}).get("diagnoses_named_min", DIAGNOSES_MIN))
+    return validation
 
 
 def summarize(assignment, seed, cells, entries, results, seconds):
@@ -100,6 +119,7 @@ def summarize(assignment, seed, cells, entries, results, seconds):
     if solved is None or stubs is None or any(r.status != GRADED for r in (solved, stubs)):
         problems["grader"] = ["the reference solutions or the release could not be graded"]
         return Validation(assignment, seed, reports, problems, results, seconds)
+
     on_solutions, on_stubs = check_outcomes(solved), check_outcomes(stubs)
     for (cell, check), passed in on_solutions.items():
         report = reports[cell]
@@ -110,9 +130,11 @@ def summarize(assignment, seed, cells, entries, results, seconds):
             problems.setdefault(SOLUTIONS, []).append(f"{cell} {check} fails on the solutions")
         if on_stubs.get((cell, check), True):
             problems.setdefault(STUBS, []).append(f"{cell} {check} passes on the untouched release")
-    caught_by_some = set()
+    caught_by_some, diagnoses = set(), {}
     for entry in entries:
         result = results.get(entry.name)
+        if entry.outcome == "mistake":
+            diagnoses[entry.name] = diagnose(entry, result)
         found = judge(entry, result) if result else ["no result"]
         rival = results.get(entry.no_better_than)
         if result and rival and result.score > rival.score:
@@ -131,4 +153,5 @@ def summarize(assignment, seed, cells, entries, results, seconds):
     for cell, check in on_solutions:
         if (cell, check) not in caught_by_some:
             reports[cell].idle_checks.append(check)
-    return Validation(assignment, seed, reports, problems, results, seconds)
+    return Validation(assignment, seed, reports, problems, results, seconds, diagnoses,
+                      from_public_code={entry.name for entry in entries if entry.source})

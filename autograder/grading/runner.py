@@ -200,10 +200,20 @@ def _no_plugin_autoload():
 
 
 def feedback_lines(result, points):
+    """The cell's feedback as text. A check run on several cases (parametrised) is one line,
+    with the message of its first failing case: the same words three times help no one."""
     lines = [f"{result.grade_id}: {result.score(points):g} / {points:g} points"]
+    groups = {}
     for check in result.checks:
-        mark = "PASS" if check.passed else "FAIL"
-        lines.append(f"  [{mark}] {check.description}")
-        if check.message:
-            lines.append(f"         {check.message}")
+        group = groups.setdefault(check.description, {"cases": 0, "failed": 0, "message": ""})
+        group["cases"] += 1
+        if not check.passed:
+            group["failed"] += 1
+            group["message"] = group["message"] or check.message
+    for description, group in groups.items():
+        mark = "FAIL" if group["failed"] else "PASS"
+        cases = f" ({group['failed']} of {group['cases']} cases failed)" if group["failed"] and group["cases"] > 1 else ""
+        lines.append(f"  [{mark}] {description}{cases}")
+        if group["message"]:
+            lines.append(f"         {group['message']}")
     return lines

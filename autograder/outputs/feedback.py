@@ -89,7 +89,8 @@ def render_feedback(result, layout):
 
 
 def grouped(checks):
-    """Checks that share a description (one check run on several cases) as one line each."""
+    """Checks that share a description (one check run on several cases) as one line each,
+    with the message of the first failing case."""
     groups = {}
     for check in checks:
         group = groups.setdefault(check.description, {"description": check.description, "cases": 0,
@@ -97,7 +98,7 @@ def grouped(checks):
         group["cases"] += 1
         if not check.passed:
             group["failed"] += 1
-            if check.message and check.message not in group["messages"]:
+            if check.message and not group["messages"]:  # the first failing case's message only
                 group["messages"].append(check.message)
     for group in groups.values():
         group["passed"] = group["failed"] == 0

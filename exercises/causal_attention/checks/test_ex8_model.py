@@ -30,9 +30,12 @@ def test_output_shape(student, rng, batch, n):
     expect_tensor(output, f"For token ids of shape {(batch, n)}, the output", shape=(batch, n, 50))
 
 
+LAYER_ARGS = (8, 50, 12, 6, 3)  # att_dim differs from emb_dim: each layer must use the right one
+
+
 def test_layers(student):
     """Has token_embs, pos_embs (context_length rows), att and prediction_layer"""
-    handle = student.new(NAME, ARGS)
+    handle = student.new(NAME, LAYER_ARGS)
     structure = student.structure(handle)
     if not structure["is_module"]:
         fail(f"{NAME} should be a subclass of nn.Module.")
@@ -41,9 +44,9 @@ def test_layers(student):
         fail("pos_embs has vocab_size rows, but it embeds positions: give it context_length rows,"
              " nn.Embedding(context_length, emb_dim).")
     expected = {"token_embs.weight": [50, 12], "pos_embs.weight": [8, 12],
-                "att.W_query.weight": [12, 12], "att.W_key.weight": [12, 12],
-                "att.W_value.weight": [12, 12], "att.projection.weight": [12, 12],
-                "att.projection.bias": [12], "prediction_layer.weight": [50, 12],
+                "att.W_query.weight": [6, 12], "att.W_key.weight": [6, 12],
+                "att.W_value.weight": [6, 12], "att.projection.weight": [6, 6],
+                "att.projection.bias": [6], "prediction_layer.weight": [50, 6],
                 "prediction_layer.bias": [50]}
     if params != expected:
         wrong = sorted(set(expected) ^ set(params)) or sorted(
