@@ -111,6 +111,16 @@ class Assignment:
         return limits
 
     @property
+    def builds_on(self):
+        """{graded cell: [graded cells it uses]} from `[builds_on]` (see grading/rootcause.py)."""
+        table = self.settings.get("builds_on", {})
+        if not isinstance(table, dict) or not all(
+                isinstance(v, list) and all(isinstance(x, str) for x in v) for v in table.values()):
+            raise CourseError(f"{self.folder / SETTINGS} [builds_on]: each entry is a list of graded cells,"
+                              ' as in ex5 = ["ex3"]')
+        return table
+
+    @property
     def preimport(self):
         """Modules the sandbox imports once, before it forks a child per submission."""
         return list(self.settings.get("sandbox", {}).get("preimport", []))

@@ -1,0 +1,44 @@
+"""Root cause once: a cell that builds on a broken exercise is not blamed for it.
+
+When the student's CausalAttention is wrong, the multi-head wrapper built from it
+fails too, and its checks would send the student to the wrapper's correct code.
+An assignment names what builds on what in `assignment.toml`:
+
+    [builds_on]
+    ex5 = ["ex3"]          # Exercise 5 uses the class written in Exercise 3
+
+If a cell loses points while a cell it builds on also does, its failing checks say
+one thing: fix that exercise first. The points stay as the checks gave them; only
+the words change, and they are true whatever the cell's own code is.
+"""
+import re
+
+
+def exercise_number(grade_id):
+    """'ex8_model' -> '8' (how the notebook numbers its exercises)."""
+    found = re.match(r"ex(\d+)", grade_id)
+    return found.group(1) if found else grade_id
+
+
+def upstream_message(broken):
+    names = " and ".join(f"Exercise {exercise_number(cell)}" for cell in broken)
+    return (f"This part builds on {names}, which does not pass its own checks yet: fix {names} first."
+            " Then these checks will show whether this part is right on its own.")
+
+
+def root_cause_once(cells, builds_on):
+    """Rewrite, in place, the messages of failing checks in cells whose upstream cells fail.
+
+    `cells` is {grade id: runner.CellResult}; `builds_on` is {grade id: [grade ids]}."""
+    for grade_id, upstream in builds_on.items():
+        cell = cells.get(grade_id)
+        if cell is None or cell.fraction >= 1:
+            continue
+        broken = [name for name in upstream if name in cells and cells[name].fraction < 1]
+        if not broken:
+            continue
+        message = upstream_message(broken)
+        for check in cell.checks:
+            if not check.passed:
+                check.message, message = message, ""  # said once, on the first failing check
+    return cells

@@ -1,0 +1,40 @@
+"""Root cause once (grading/rootcause.py): a cell built on a broken exercise says to fix that one first."""
+from types import SimpleNamespace
+
+import pytest
+
+from autograder.course import CourseError
+from autograder.grading.rootcause import root_cause_once
+from autograder.grading.runner import CellResult
+
+from helpers import assignment_of, new_course
+
+
+def check(passed, message=""):
+    return SimpleNamespace(description="d", passed=passed, message=message, weight=1.0)
+
+
+def test_a_cell_built_on_a_failing_one_blames_only_the_failing_one():
+    cells = {"ex3": CellResult("ex3", [check(False, "Softmax over the keys.")]),
+             "ex5": CellResult("ex5", [check(True), check(False, "Concatenate the heads."),
+                                       check(False, "Check the causal mask.")]),
+             "ex7": CellResult("ex7", [check(False, "Its own mistake.")]),
+             "ex8_model": CellResult("ex8_model", [check(False, "Add token and position embeddings.")])}
+    root_cause_once(cells, {"ex5": ["ex3"], "ex7": ["ex6"], "ex8_model": ["ex6", "ex3"]})
+    messages = [c.message for c in cells["ex5"].checks]
+    assert messages[0] == "" and messages[2] == ""  # said once, on the first failing check
+    assert messages[1].startswith("This part builds on Exercise 3, which does not pass its own checks yet:"
+                                  " fix Exercise 3 first.")
+    assert [c.passed for c in cells["ex5"].checks] == [True, False, False]  # the points do not change
+    assert cells["ex7"].checks[0].message == "Its own mistake."  # ex6 is not failing (nor graded here)
+    assert "fix Exercise 3 first" in cells["ex8_model"].checks[0].message
+    assert cells["ex3"].checks[0].message == "Softmax over the keys."  # the root cause keeps its words
+
+
+def test_the_bundled_assignments_say_what_builds_on_what_and_a_bad_table_is_named(tmp_path):
+    assert assignment_of().builds_on["ex5"] == ["ex3"]
+    course = new_course(tmp_path)
+    settings = course / "exercises" / "causal_attention" / "assignment.toml"
+    settings.write_text(settings.read_text().replace('ex5 = ["ex3"]', 'ex5 = "ex3"'))
+    with pytest.raises(CourseError, match=r"\[builds_on\]: each entry is a list"):
+        assignment_of(course).builds_on
