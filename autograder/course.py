@@ -118,6 +118,10 @@ class Assignment:
                 isinstance(v, list) and all(isinstance(x, str) for x in v) for v in table.values()):
             raise CourseError(f"{self.folder / SETTINGS} [builds_on]: each entry is a list of graded cells,"
                               ' as in ex5 = ["ex3"]')
+        unknown = sorted({cell for cell, upstream in table.items() for cell in [cell, *upstream]}
+                         - set(self.grade_ids()))
+        if unknown:
+            raise CourseError(f"{self.folder / SETTINGS} [builds_on] names cells without checks: {', '.join(unknown)}")
         return table
 
     @property

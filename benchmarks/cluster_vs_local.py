@@ -49,15 +49,16 @@ def _noop(index):
 
 
 def _with_bookkeeping(index):
-    """What grade_task does before grading: read and log the attempt on the scheduler."""
+    """What grade_task does around grading: read the attempts, log its start and its end on the scheduler."""
     from distributed import get_client, get_worker
 
     from autograder.grading.cluster import ATTEMPTS_TOPIC
 
-    topic = ATTEMPTS_TOPIC + str(get_worker().get_current_task())
+    topic = ATTEMPTS_TOPIC + "benchmark-" + str(get_worker().get_current_task())
     client = get_client()
     client.get_events(topic)
-    client.log_event(topic, {"worker": "benchmark"})
+    client.log_event(topic, "start")
+    client.log_event(topic, "done")
     return index
 
 

@@ -243,3 +243,18 @@ def test_validation_below_the_diagnoses_floor_is_not_clean():
     assert report.named == 0.5 and not report.clean
     report.diagnoses_min = 0.5
     assert report.clean
+
+
+def test_a_second_mistake_in_a_cell_built_on_the_first_waits_for_it():
+    from autograder.authoring.corpus import _entry, diagnose
+    from autograder.grading.rootcause import upstream_message
+
+    entry = _entry({"name": "ex3-two", "exercise": "ex3", "outcome": "mistake", "about": "a",
+                    "diagnostic": "(?i)softmax", "second": "ex5: (?i)concatenate",
+                    "edit": [{"cell": "ex3_answer", "old": "x", "new": "y"}]}, set(CELLS[ASSIGNMENT]))
+    cells = {"ex3": [("values", False, "Take the softmax over the keys.")],
+             "ex5": [("heads", False, upstream_message(["ex3"]))]}
+    assert diagnose(entry, _result(cells), {"ex5": ["ex3"]}) == []  # named once Exercise 3 is fixed
+    assert diagnose(entry, _result(cells), {}) != []  # without the link, Exercise 5's mistake goes unnamed
+    assert "fix Exercise 4 and Exercise 5 first" in upstream_message(["ex4", "ex5"])
+    assert diagnose(entry, None) == ["was not graded"]

@@ -38,3 +38,6 @@ def test_the_bundled_assignments_say_what_builds_on_what_and_a_bad_table_is_name
     settings.write_text(settings.read_text().replace('ex5 = ["ex3"]', 'ex5 = "ex3"'))
     with pytest.raises(CourseError, match=r"\[builds_on\]: each entry is a list"):
         assignment_of(course).builds_on
+    settings.write_text(settings.read_text().replace('ex5 = "ex3"', 'ex5 = ["ex33"]'))
+    with pytest.raises(CourseError, match="names cells without checks: ex33"):
+        assignment_of(course).builds_on

@@ -36,13 +36,13 @@ from dataclasses import dataclass, field
 import nbformat
 
 from autograder.authoring.examples import filled_notebook
+from autograder.grading.rootcause import UPSTREAM
 from autograder.record import GRADED
 
 SOLUTIONS, STUBS = "reference-solutions", "untouched-release"
 OUTCOMES = ("mistake", "alternative")
 FIELDS = {"name", "exercise", "outcome", "about", "diagnostic", "also", "edit", "code", "no_better_than",
           "second", "source"}
-UPSTREAM = re.compile(r"[Ff]ix [Ee]xercise \S+ first")  # a cascade message that names the root cause
 # Messages that blame nothing: credit withheld until the code is also right on random inputs.
 NEUTRAL = re.compile(r"counts only once the same code is also right on other inputs")
 
@@ -190,22 +190,30 @@ def judge(entry, result):
     return problems
 
 
-def diagnose(entry, result):
+def diagnose(entry, result, builds_on=None):
     """What the student with this mistake reads that is not right ([] when every mistake is
-    named and no message points at correct code). Only for graded mistakes."""
-    if entry.outcome != "mistake" or result is None or result.status != GRADED:
+    named and no message points at correct code). Only for mistakes. `builds_on` is the
+    assignment's: a second mistake in a cell built on the first one's is named once the
+    first is fixed, so there "fix Exercise N first" is the right message."""
+    if entry.outcome != "mistake":
         return []
+    if result is None or result.status != GRADED:
+        return ["was not graded"]
     tests = {cell.name: cell for cell in result.cells}
     expected = entry.expected()
+    waits = {cell for cell in expected if set((builds_on or {}).get(cell, ())) & (set(expected) - {cell})}
     problems = []
     for cell, regexes in expected.items():
         said = " | ".join(shown_messages(tests[cell]))
+        if cell in waits and UPSTREAM.search(said):
+            continue
         problems += [f"{cell}: no message says /{regex}/" for regex in regexes if not re.search(regex, said)]
     for name, cell in tests.items():
         shown = shown_messages(cell)
         for message in shown:
-            right = NEUTRAL.search(message) or (any(re.search(regex, message) for regex in expected[name])
-                                                if name in expected else UPSTREAM.search(message))
+            right = NEUTRAL.search(message) or (
+                any(re.search(regex, message) for regex in expected[name]) or (name in waits and UPSTREAM.search(message))
+                if name in expected else UPSTREAM.search(message))
             if not right:
                 problems.append(f"{name}: misleading: {message}")
         if len(set(shown)) < len(shown):

@@ -107,12 +107,12 @@ def grade_corpus(assignment, folder, seed, jobs, out_dir, only=None, unsafe_no_s
                              jobs=jobs or os.cpu_count() or 1, force=True, seed=seed,
                              unsafe_no_sandbox=unsafe_no_sandbox)
     results = {r.student_id: r for r in report.results}
-    validation = summarize(assignment.name, seed, cells, entries, results, report.seconds)
+    validation = summarize(assignment.name, seed, cells, entries, results, report.seconds, assignment.builds_on)
     validation.diagnoses_min = float(assignment.settings.get("validate", {}).get("diagnoses_named_min", DIAGNOSES_MIN))
     return validation
 
 
-def summarize(assignment, seed, cells, entries, results, seconds):
+def summarize(assignment, seed, cells, entries, results, seconds, builds_on=None):
     reports = {cell: CellReport(cell) for cell in cells}
     problems = {}
     solved, stubs = results.get(SOLUTIONS), results.get(STUBS)
@@ -134,7 +134,7 @@ def summarize(assignment, seed, cells, entries, results, seconds):
     for entry in entries:
         result = results.get(entry.name)
         if entry.outcome == "mistake":
-            diagnoses[entry.name] = diagnose(entry, result)
+            diagnoses[entry.name] = diagnose(entry, result, builds_on)
         found = judge(entry, result) if result else ["no result"]
         rival = results.get(entry.no_better_than)
         if result and rival and result.score > rival.score:

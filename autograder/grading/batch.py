@@ -37,6 +37,7 @@ def grade_batch(assignment, paths, out_dir=None, jobs=2, limits=None, force=Fals
     late = LateWork(LatePolicy.from_settings(assignment.settings.get("late"),
                                              f"{assignment.folder / 'assignment.toml'} [late]"),
                     submitted_at, roster)  # a bad policy stops here, before anything runs
+    assignment.builds_on  # so does a bad [builds_on] table
     scheduler = scheduler or LocalScheduler(jobs)
     isolation = scheduler.require_sandbox(unsafe_no_sandbox)  # a cluster asks each worker
     verify(comparisons=False)  # the workers check the comparisons once they have torch

@@ -4,8 +4,9 @@ A cluster's workers have no copy of the course. The client packs the assignment'
 grading material (its exercise folder without the corpus and the examples, its
 solutions, its source and release notebooks, the nbgrader config) into one
 reproducible tar archive named by its SHA-256. Workers unpack it once per hash into
-a private folder and check the hash first, so a damaged or substituted bundle is
-never graded with.
+a private folder and check the hash first, so a bundle damaged on the way is never
+graded with. (The hash travels with the bundle: against someone who can change both,
+only TLS between client, scheduler and workers helps.)
 """
 import hashlib
 import io

@@ -24,6 +24,8 @@ and the deployments (dask-jobqueue on Slurm, dask-kubernetes, the Helm chart).
 import fcntl
 import os
 import queue
+import stat
+import uuid
 import tempfile
 import threading
 import time
@@ -40,6 +42,7 @@ PLUGIN_PREFIX = "autograder-"
 CONNECT_TIMEOUT = 10  # seconds to reach the scheduler
 WORKERS_TIMEOUT = 120  # seconds to wait for a first worker
 SLOTS = range(64, 128)  # sandbox user slots of cluster workers (the local pool uses 0, 1, ...)
+STOP_TIMEOUT = 300  # seconds a stopping plugin waits for the submission it is grading
 
 
 class ClusterError(RuntimeError):
@@ -102,6 +105,9 @@ class DaskScheduler:
             where = f"the Dask scheduler at {self.target}" if self.kind == "address" else "a local Dask cluster"
             raise ClusterError(f"cannot reach {where}: {_one_line(error)}") from None
         self.address = self.client.scheduler.address
+        if self.address.startswith("tcp://") and not _loopback(self.address):
+            self.say("Note: tcp:// is not encrypted: the hidden checks and solutions travel in the clear to"
+                     " the workers. Off a private network, use tls:// (README: On a Dask cluster).")
         link = self._dashboard_link()
         self.say(f"Dask scheduler {self.address}" + (f"; dashboard: {link}" if link else ""))
         try:
@@ -166,33 +172,58 @@ class DaskScheduler:
         key = batch_key(bundle_hash, spec)
         plugin = GradingPlugin(key, bundle_hash, bundle, replace(spec, course="", autograded_dir=""),
                                engine_hash(), self.unsafe_no_sandbox)
-        try:
-            client.register_plugin(plugin, name=PLUGIN_PREFIX + key)
-        except (NoSandbox, PoisonedInterpreter, ClusterError):
-            raise
-        except Exception as error:
-            raise ClusterError(f"the Dask workers could not take the course bundle: {_one_line(error)}") from None
+        run = uuid.uuid4().hex[:12]  # attempts are counted per run: a rerun starts afresh
         pending, futures = {}, as_completed(with_results=False)
         try:
-            for submission in submissions:
-                future = self._submit(client, key, submission)
-                if future is not None:
-                    pending[future.key] = submission
-                    futures.add(future)
-                else:
-                    yield _unreadable(spec, assignment, submission)
+            try:
+                client.register_plugin(plugin, name=PLUGIN_PREFIX + key)
+            except (NoSandbox, PoisonedInterpreter, ClusterError):
+                raise
+            except Exception as error:
+                raise ClusterError(f"the Dask workers could not take the course bundle: {_one_line(error)}") from None
+            window = max(8, 4 * sum(client.nthreads().values()))  # notebooks in flight, not the whole class
+            queue_ = iter(submissions)
+            for finished in self._flow(client, key, run, queue_, pending, futures, window, spec, assignment):
+                yield finished
             for future in futures:
                 submission = pending.pop(future.key)
                 yield self._outcome(spec, assignment, submission, future, KilledWorker)
                 future.release()
+                for finished in self._flow(client, key, run, queue_, pending, futures, window, spec, assignment):
+                    yield finished
         finally:
-            try:
-                client.unregister_worker_plugin(PLUGIN_PREFIX + key)  # stops its sandboxes
-            except Exception:
-                pass
+            self._release_plugin(key)
             self.close()
 
-    def _submit(self, client, key, submission):
+    def _flow(self, client, key, run, submissions, pending, futures, window, spec, assignment):
+        """Submit until `window` tasks are in flight; yields the results of unreadable files."""
+        while len(pending) < window:
+            submission = next(submissions, None)
+            if submission is None:
+                return
+            future = self._submit(client, key, run, submission)
+            if future is None:
+                yield _unreadable(spec, assignment, submission)
+            elif future.key in pending:  # the same student and notebook twice: graded once
+                continue
+            else:
+                pending[future.key] = submission
+                futures.add(future)
+
+    def _release_plugin(self, key):
+        """Stop this batch's sandboxes on the workers, unless another client is still using them
+        (the same batch run twice at once: the last one out stops them)."""
+        if self.client is None:
+            return
+        prefix = PLUGIN_PREFIX + key
+        try:
+            busy = any(str(task).startswith(prefix) for tasks in self.client.processing().values() for task in tasks)
+            if not busy:
+                self.client.unregister_worker_plugin(prefix)
+        except Exception:
+            pass
+
+    def _submit(self, client, key, run, submission):
         from autograder.grading.submissions import sha256
 
         try:
@@ -201,7 +232,7 @@ class DaskScheduler:
             return None
         digest = submission.sha256 or sha256(submission.path)
         task = f"{PLUGIN_PREFIX}{key}-{submission.student_id}-{digest[:16]}"
-        return client.submit(grade_task, key, submission.student_id, Path(submission.path).name, data,
+        return client.submit(grade_task, key, run, submission.student_id, Path(submission.path).name, data,
                              list(submission.ignored), key=task, pure=False)
 
     def _outcome(self, spec, assignment, submission, future, killed_worker):
@@ -209,8 +240,10 @@ class DaskScheduler:
             reply = future.result()
         except (NoSandbox, PoisonedInterpreter):
             raise
-        except killed_worker:
-            return worker_killer(spec, assignment, submission)
+        except killed_worker as error:  # Dask gave up first (a scheduler allowing fewer failures than we do)
+            from autograder.grading.scheduler import worker_failure
+
+            return worker_failure(spec, submission, error)  # not proven the student's: retried next run
         except Exception as error:
             if future.status == "cancelled" or self.client is None or self.client.status != "running":
                 raise ClusterError(f"lost the Dask scheduler at {self.address} during the batch; every result"
@@ -277,20 +310,26 @@ def worker_isolation(unsafe_no_sandbox, dask_worker=None):
         return None, f"(host {host}) refuses to grade: {refusal}"
 
 
-def grade_task(batch, student_id, filename, data, ignored):
-    """One submission, on whichever worker Dask chose: (Result, sanitized notebook) or KILLED_TWICE."""
+def grade_task(batch, run, student_id, filename, data, ignored):
+    """One submission, on whichever worker Dask chose: (Result, sanitized notebook) or KILLED_TWICE.
+
+    Each attempt logs "start" and, once graded, "done" under the task's topic on the scheduler;
+    starts that never got done are attempts whose worker died."""
     from distributed import get_client, get_worker
 
     worker = get_worker()
     plugin = worker.plugins.get(PLUGIN_PREFIX + batch)
     if plugin is None:
         raise RuntimeError(f"the Dask worker {worker.address} has no grading set-up for this batch")
-    topic = ATTEMPTS_TOPIC + worker.get_current_task()
+    topic = f"{ATTEMPTS_TOPIC}{run}-{worker.get_current_task()}"
     client = get_client()
-    if len(client.get_events(topic)) >= MAX_ATTEMPTS:  # it was running on workers that died, twice
+    events = [message for _, message in client.get_events(topic)]
+    if events.count("start") - events.count("done") >= MAX_ATTEMPTS:  # its workers died, twice
         return KILLED_TWICE
-    client.log_event(topic, {"worker": worker.address})
-    return plugin.grade(student_id, filename, data, ignored)
+    client.log_event(topic, "start")
+    reply = plugin.grade(student_id, filename, data, ignored)
+    client.log_event(topic, "done")
+    return reply
 
 
 try:
@@ -300,36 +339,46 @@ except ImportError:  # DaskScheduler.connect says how to install it
 
 
 class GradingPlugin(WorkerPlugin):
-    """Carries one batch's course bundle and settings to each worker, and keeps its warm sandbox."""
+    """Carries one batch's course bundle and settings to each worker, and keeps its warm sandbox.
+
+    Idempotent: its name is the batch key (bundle and settings), so registering the same
+    batch again (a rerun after the client was killed, a second TA) keeps the workers'
+    warm sandboxes and the tasks they are running instead of tearing them down.
+    """
+
+    idempotent = True
 
     def __init__(self, batch, bundle_hash, bundle, spec, engine, unsafe_no_sandbox):
         self.batch, self.bundle_hash, self.bundle = batch, bundle_hash, bundle
         self.spec, self.engine, self.unsafe_no_sandbox = spec, engine, unsafe_no_sandbox
-        self.thread = self.setup_error = None
+        self.thread = self.setup_error = self.incoming = None
 
-    def setup(self, worker):
-        try:
-            self._setup(worker)
+    async def setup(self, worker):
+        import asyncio
+
+        try:  # off the worker's event loop: unpacking and the sandbox probe take a moment
+            await asyncio.get_running_loop().run_in_executor(None, self._setup, worker.address,
+                                                             worker.local_directory)
         except Exception as error:  # kept: a worker that joins later and fails here refuses every task
             self.setup_error = error
             raise
 
-    def _setup(self, worker):
+    def _setup(self, address, local_directory):
         from autograder.grading.bundle import unpack_bundle
         from autograder.grading.identical import engine_hash
 
         if engine_hash() != self.engine:
-            raise ClusterError(f"the Dask worker {worker.address} runs another version of the grader than this"
+            raise ClusterError(f"the Dask worker {address} runs another version of the grader than this"
                                " client: install the same version on both")
         isolation, refusal = worker_isolation(self.unsafe_no_sandbox)
         if refusal:
-            raise NoSandbox(f"the Dask worker {worker.address} {refusal}")
-        home = Path(worker.local_directory) / "autograder-bundles"
+            raise NoSandbox(f"the Dask worker {address} {refusal}")
+        home = Path(local_directory) / "autograder-bundles"
         folder = unpack_bundle(self.bundle, self.bundle_hash, home)
         self.bundle = None  # unpacked: no need to keep it in memory
         self.incoming = Path(tempfile.mkdtemp(prefix="incoming-", dir=home))
         spec = replace(self.spec, course=str(folder), isolation=isolation)
-        self.thread = GradingThread(spec, worker.address)
+        self.thread = GradingThread(spec, address)
         self.thread.start()
 
     def grade(self, student_id, filename, data, ignored):
@@ -346,31 +395,40 @@ class GradingPlugin(WorkerPlugin):
             path.unlink(missing_ok=True)
             folder.rmdir()
 
-    def teardown(self, worker):
+    async def teardown(self, worker):
+        import asyncio
+
+        await asyncio.get_running_loop().run_in_executor(None, self._teardown)
+
+    def _teardown(self):
         import shutil
 
         if self.thread is not None:
             self.thread.stop()
-        shutil.rmtree(getattr(self, "incoming", ""), ignore_errors=True)
+            self.thread.join(timeout=STOP_TIMEOUT)  # the submission being graded finishes first
+        if self.incoming is not None:
+            shutil.rmtree(self.incoming, ignore_errors=True)
 
 
 class GradingThread(threading.Thread):
     """Owns one GradingWorker: the sandbox is started, used and stopped from this one
     thread, which lives as long as the plugin (bubblewrap's --die-with-parent follows the
-    thread that started it), and grades one submission at a time."""
+    thread that started it), and grades one submission at a time. Every job put in its
+    queue gets an answer, even when the thread could not start or is stopping."""
 
     def __init__(self, spec, address):
         super().__init__(name="autograder-grading", daemon=True)
         self.spec, self.address = spec, address
         self.jobs = queue.Queue()
         self.slot_lock = None
+        self.closed = threading.Event()
 
     def run(self):
-        from autograder.grading.submission import GradingWorker
-
-        slot = self._claim_slot()
-        worker = GradingWorker(self.spec).setup(slot)
+        worker, failure = None, None
         try:
+            from autograder.grading.submission import GradingWorker
+
+            worker = GradingWorker(self.spec).setup(self._claim_slot())
             while (job := self.jobs.get()) is not None:
                 submission, reply = job
                 try:
@@ -380,15 +438,38 @@ class GradingThread(threading.Thread):
                     if isinstance(error, NoSandbox | PoisonedInterpreter):
                         error = type(error)(f"the Dask worker {self.address}: {error}")
                     reply.put((False, error))
+        except BaseException as error:  # noqa: BLE001 - reported to every waiting task below
+            failure = error if isinstance(error, NoSandbox | PoisonedInterpreter) else RuntimeError(
+                f"the grading thread of Dask worker {self.address} stopped: {type(error).__name__}: {error}")
         finally:
-            worker.close()
+            self.closed.set()
+            if worker is not None:
+                worker.close()
             if self.slot_lock is not None:  # the slot is free for the next batch's sandbox
-                self.slot_lock.close()
+                os.close(self.slot_lock)
+            self._answer_the_rest(failure or RuntimeError("this batch's grading on the worker was stopped"))
+
+    def _answer_the_rest(self, error):
+        while True:
+            try:
+                job = self.jobs.get_nowait()
+            except queue.Empty:
+                return
+            if job is not None:
+                job[1].put((False, error))
 
     def grade(self, submission):
+        if self.closed.is_set():
+            raise RuntimeError("this batch's grading on the worker was stopped")
         reply = queue.Queue(maxsize=1)
         self.jobs.put((submission, reply))
-        ok, value = reply.get()
+        while True:
+            try:
+                ok, value = reply.get(timeout=1)
+                break
+            except queue.Empty:
+                if self.closed.is_set() and reply.empty():
+                    self._answer_the_rest(RuntimeError("this batch's grading on the worker was stopped"))
         if ok:
             return value
         raise value
@@ -397,19 +478,26 @@ class GradingThread(threading.Thread):
         self.jobs.put(None)
 
     def _claim_slot(self):
-        """A sandbox user slot no other worker on this host holds (a lock file per slot)."""
+        """A sandbox user slot no other worker on this host holds (a lock file per slot), in a
+        folder that is ours alone (a folder or link planted by another user is refused)."""
         folder = Path(tempfile.gettempdir()) / f"autograder-slots-{os.geteuid()}"
-        folder.mkdir(mode=0o700, exist_ok=True)
+        try:
+            folder.mkdir(mode=0o700)
+        except FileExistsError:
+            pass
+        info = os.lstat(folder)
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o077:
+            raise RuntimeError(f"{folder} is not a private folder of this user: remove it")
         for slot in SLOTS:
-            handle = open(folder / f"{slot}.lock", "w")
+            handle = os.open(folder / f"{slot}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
-                handle.close()
+                os.close(handle)
                 continue
             self.slot_lock = handle  # held while this thread's sandbox lives
             return slot
-        return SLOTS[-1]
+        raise RuntimeError(f"every sandbox slot on this host is taken ({len(SLOTS)} grading sandboxes at once)")
 
 
 # -- small things ----------------------------------------------------------------------
@@ -420,6 +508,11 @@ def _quiet_dask_logs():
     for name in ("distributed", "distributed.client", "distributed.scheduler", "distributed.worker",
                  "distributed.nanny", "distributed.core", "distributed.comm"):
         logging.getLogger(name).setLevel(logging.CRITICAL)
+
+
+def _loopback(address):
+    host = address.split("://", 1)[-1].rsplit(":", 1)[0].strip("[]")
+    return host in ("localhost", "::1") or host.startswith("127.")
 
 
 def _one_line(error):

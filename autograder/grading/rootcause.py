@@ -13,6 +13,9 @@ the words change, and they are true whatever the cell's own code is.
 """
 import re
 
+# What a cascade message looks like (authoring/corpus.py scores diagnoses by it).
+UPSTREAM = re.compile(r"[Ff]ix Exercise \S+(?: and Exercise \S+)* first")
+
 
 def exercise_number(grade_id):
     """'ex8_model' -> '8' (how the notebook numbers its exercises)."""
