@@ -41,3 +41,17 @@ def test_the_bundled_assignments_say_what_builds_on_what_and_a_bad_table_is_name
     settings.write_text(settings.read_text().replace('ex5 = "ex3"', 'ex5 = ["ex33"]'))
     with pytest.raises(CourseError, match="names cells without checks: ex33"):
         assignment_of(course).builds_on
+
+
+def test_in_a_cell_the_check_that_names_the_mistake_speaks_alone_and_nothing_is_said_twice():
+    from autograder.grading.rootcause import one_cause_per_cell
+
+    named = SimpleNamespace(description="a", passed=False, message="Softmax ran over the wrong dimension.",
+                            weight=1.0, named=True)
+    cells = {"ex3": CellResult("ex3", [check(False, "Check the causal mask."), named, check(True)]),
+             "ex1": CellResult("ex1", [check(False, "Not scaled."), check(False, "Not scaled."),
+                                       check(False, "Rows do not sum to 1.")])}
+    one_cause_per_cell(cells)
+    assert [c.message for c in cells["ex3"].checks] == ["", "Softmax ran over the wrong dimension.", ""]
+    assert [c.message for c in cells["ex1"].checks] == ["Not scaled.", "", "Rows do not sum to 1."]
+    assert [c.passed for c in cells["ex3"].checks] == [False, False, True]  # points unchanged

@@ -13,7 +13,7 @@ import torch
 
 from autograder.authoring import reference as reference_module
 from autograder.wire import StudentError
-from autograder.grading.verdict import hint_for, use_hints
+from autograder.grading.verdict import NamedMistake, hint_for, use_hints
 
 
 @dataclass
@@ -25,6 +25,7 @@ class CheckResult:
     passed: bool
     message: str = ""
     needs: tuple = ()  # checks (by function name) it earns its credit with; see `withhold_unearned`
+    named: bool = False  # its failure names the mistake (verdict.NamedMistake)
 
 
 def grade_id_of(item):
@@ -114,6 +115,7 @@ class GradingPlugin:
                 passed=report.passed,
                 message="" if report.passed or call.excinfo is None else message_of(call.excinfo),
                 needs=tuple(fixed.args) if fixed else (),
+                named=bool(not report.passed and call.excinfo is not None and call.excinfo.errisinstance(NamedMistake)),
             ))
 
 

@@ -1,4 +1,10 @@
-"""Root cause once: a cell that builds on a broken exercise is not blamed for it.
+"""Root cause once: one cause, said once, where it is.
+
+Within a cell: when one failing check names the mistake (verdict.NamedMistake), the
+cell's other failing checks add nothing (their generic words, "check the causal mask",
+would send the student to code that is right), and no message is shown twice.
+
+Across cells: a cell that builds on a broken exercise is not blamed for it.
 
 When the student's CausalAttention is wrong, the multi-head wrapper built from it
 fails too, and its checks would send the student to the wrapper's correct code.
@@ -44,4 +50,17 @@ def root_cause_once(cells, builds_on):
         for check in cell.checks:
             if not check.passed:
                 check.message, message = message, ""  # said once, on the first failing check
+    return cells
+
+
+def one_cause_per_cell(cells):
+    """Rewrite, in place: in each cell, the named mistake alone, and every message once."""
+    for cell in cells.values():
+        failing = [check for check in cell.checks if not check.passed]
+        named = any(getattr(check, "named", False) for check in failing)
+        seen = set()
+        for check in failing:
+            if (named and not getattr(check, "named", False)) or check.message in seen:
+                check.message = ""
+            seen.add(check.message)
     return cells

@@ -24,11 +24,11 @@ def diagnose_weights(got, expected, what, variants=()):
     visible = got.nan_to_num(0.0).abs() > 1e-6
     if n > 1 and visible.triu(diagonal=1).any() and not visible.tril(diagonal=-1).any():
         fail(f"{what} are zero (or NaN) below the diagonal and not above it: the mask is"
-             " inverted. Keep the past and the current token (torch.tril), hide the future.")
+             " inverted. Keep the past and the current token (torch.tril), hide the future.", named=True)
     if n > 1 and visible.tril(diagonal=-1).any() and not visible.diagonal(dim1=-2, dim2=-1)[..., 1:].any():
         fail(f"{what} are zero (or NaN) on the diagonal: the mask hides the diagonal too, but"
              " every token must see itself. torch.tril(ones) keeps the diagonal; to mark only"
-             " the future use torch.triu(ones, diagonal=1).")
+             " the future use torch.triu(ones, diagonal=1).", named=True)
     if visible.triu(diagonal=1).any():
         fail(f"{what} are not zero above the diagonal, so tokens see the future. Is the mask"
              " applied? Before softmax, fill the future with float('-inf'): a fill of 0 still"
@@ -38,7 +38,7 @@ def diagnose_weights(got, expected, what, variants=()):
     if not rows_ok:
         if n > 1 and torch.allclose(got.sum(-2).double(), torch.ones(()).double(), atol=1e-4):
             fail(f"In {inner}, each column sums to 1 instead of each row: softmax ran over the"
-                 " wrong dimension. Use dim=-1 (the keys), not dim=1 or dim=-2.")
+                 " wrong dimension. Use dim=-1 (the keys), not dim=1 or dim=-2.", named=True)
         fail(f"Each row of {inner} should sum to 1, but the row sums range from"
              f" {got.sum(-1).min().item():.4f} to {got.sum(-1).max().item():.4f}."
              " After zeroing the future, divide each row by its sum.")
