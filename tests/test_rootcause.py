@@ -55,3 +55,36 @@ def test_in_a_cell_the_check_that_names_the_mistake_speaks_alone_and_nothing_is_
     assert [c.message for c in cells["ex3"].checks] == ["", "Softmax ran over the wrong dimension.", ""]
     assert [c.message for c in cells["ex1"].checks] == ["Not scaled.", "", "Rows do not sum to 1."]
     assert [c.passed for c in cells["ex3"].checks] == [False, False, True]  # points unchanged
+
+
+def test_a_missing_variable_after_its_cell_crashed_names_the_crash():
+    from autograder.grading.rootcause import missing_because_crashed
+
+    cells = {"ex4": CellResult("ex4", [check(False, "`causal_embeddings` is not defined. Store the model's output"
+                                                    " in a variable with that name."), check(False, "Other.")]),
+             "ex5": CellResult("ex5", [check(False, "`multihead_embeddings` is not defined.")])}
+    errors = [{"cell": "ex4_script", "error": "Traceback ...\nRuntimeError: shapes do not match"},
+              {"cell": "check-05", "error": "AssertionError"}]
+    missing_because_crashed(cells, errors)
+    assert cells["ex4"].checks[0].message == ("Your cell ex4_script stopped with an error (RuntimeError: shapes do"
+                                              " not match), so what it should make was never made: fix that"
+                                              " error first.")
+    assert cells["ex4"].checks[1].message == ""
+    assert cells["ex5"].checks[0].message == "`multihead_embeddings` is not defined."  # its own cells ran
+
+
+def test_a_returned_tuple_is_named_as_such():
+    import torch
+    from autograder.grading.verdict import NamedMistake, expect_tensor
+
+    with pytest.raises(NamedMistake, match="returned 2 values \\(a tuple or a list\\): return only the output"):
+        expect_tensor([torch.zeros(2), torch.zeros(2)], "The output")
+
+
+def test_a_crash_that_is_the_missing_name_itself_keeps_the_checks_words():
+    from autograder.grading.rootcause import missing_because_crashed
+
+    said = "`causal_embeddings` is not defined. Store the model's output in a variable with that name."
+    cells = {"ex4": CellResult("ex4", [check(False, said)])}
+    missing_because_crashed(cells, [{"cell": "ex4_script", "error": "NameError: name 'causal_embeddings' is not defined"}])
+    assert cells["ex4"].checks[0].message == said

@@ -64,3 +64,22 @@ def one_cause_per_cell(cells):
                 check.message = ""
             seen.add(check.message)
     return cells
+
+
+def missing_because_crashed(cells, cell_errors):
+    """Rewrite, in place: a check that found a notebook variable missing, in an exercise whose
+    own notebook cell (named `<grade id>_...`) raised an error, says that error is why.
+    `cell_errors` are the cell report's entries with an error ({"cell", "error"})."""
+    for grade_id, cell in cells.items():
+        crashed = next((entry for entry in cell_errors if entry["cell"].startswith(f"{grade_id}_")), None)
+        failing = [check for check in cell.checks if not check.passed]
+        if crashed is None or not any("is not defined" in check.message for check in failing):
+            continue
+        error = crashed["error"].strip().splitlines()[-1] if crashed["error"].strip() else "an error"
+        if "is not defined" in error:  # the crash is the missing name itself: the check's words say it best
+            continue
+        message = (f"Your cell {crashed['cell']} stopped with an error ({error}), so what it should make"
+                   " was never made: fix that error first.")
+        for check in failing:
+            check.message, message = message, ""
+    return cells

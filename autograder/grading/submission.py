@@ -16,7 +16,7 @@ import nbformat
 from autograder.course import Course, write_atomically
 from autograder.record import GRADED, INVALID, CellError, CellScore, CheckOutcome, Result
 from autograder.grading.sandbox import NoSandbox
-from autograder.grading.rootcause import one_cause_per_cell, root_cause_once
+from autograder.grading.rootcause import missing_because_crashed, one_cause_per_cell, root_cause_once
 from autograder.grading.selfcheck import PoisonedInterpreter
 from autograder.grading.submissions import InvalidNotebook, grade_cells, read_notebook, sanitize, sha256
 
@@ -155,6 +155,7 @@ class GradingWorker:
                 ending = sandbox.finish()
                 if sandbox.last_cpu is not None:  # the submission's own process, cells and probes
                     timings["sandbox_cpu"] = round(sandbox.last_cpu, 4)
+        missing_because_crashed(checks, cell_errors)
         one_cause_per_cell(checks)
         root_cause_once(checks, self.assignment.builds_on)
         if student.lost_kind == "died" and ending:

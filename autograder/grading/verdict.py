@@ -39,6 +39,9 @@ def describe(value):
 
 def expect_tensor(value, what, shape=None, dtype=None, finite=True):
     """A real torch.Tensor (no subclass) with the given shape and dtype, all finite."""
+    if isinstance(value, (list, tuple)):  # a returned tuple arrives as a list
+        fail(f"{what} should be one torch tensor, but your code returned {len(value)} values (a tuple or a"
+             " list): return only the output tensor, not the weights or a loss beside it.", named=True)
     if type(value) is not torch.Tensor:
         fail(f"{what} should be a torch tensor, but it is {describe(value)}.")
     if shape is not None and tuple(value.shape) != tuple(shape):
@@ -79,6 +82,19 @@ def name_mistake(got, variants, what):
             fail(f"{what} are not right: {explanation}", named=True)
 
 
+def no_known_mistake(got, expected, what):
+    """Fail honestly when `got` (right shape, finite) matches no known mistake: where it first
+    differs and by how much, never a list of guesses."""
+    expect_tensor(got, what, shape=expected.shape)
+    wrong = ~torch.isclose(got.double(), expected.double(), rtol=RTOL, atol=ATOL)
+    index = tuple(int(i) for i in wrong.nonzero()[0]) if wrong.any() else ()
+    where = f" at index {index}" if index else ""
+    fail(f"{what} differ from the expected values (largest difference {max_difference(got, expected):.3g});"
+         f" the first difference is{where}: expected {expected[index].item():.4f}, got {got[index].item():.4f}."
+         " This matches none of the common mistakes the grader knows for this part: compare each step of"
+         " your code with the exercise text.")
+
+
 def expect_close(got, expected, what, hint=""):
     """Compare an output with the reference; `hint` names the likely causes."""
     expect_tensor(got, what, shape=expected.shape)
@@ -100,6 +116,8 @@ ERROR_HINTS = (  # for any assignment; an assignment adds its own in exercises/<
     ("must be tuple of ints", "Sizes must be integers: use // rather than / to divide them."),
     ("as parameter", "A parameter can only be replaced by an nn.Parameter: copy the values in place"
      " with param.copy_(...) under torch.no_grad(), or wrap them in nn.Parameter(...)."),
+    ("torch.return_types", "torch.max(x, dim=...) (and min, sort, topk) returns a pair (values, indices):"
+     " take .values (or [0]) before computing with it."),
     ("is not defined", ""),
 )
 _assignment_hints = ()

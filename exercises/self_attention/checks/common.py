@@ -19,8 +19,11 @@ def project(ref, name, x):
     return weight(x) if isinstance(weight, torch.nn.Module) else x @ weight
 
 
-def attention_mistakes(queries, keys, values, right_scale, wrong_scale, wrong_name, right_name):
-    """(output, explanation) for the usual ways to get scaled dot-product attention wrong."""
+def attention_mistakes(queries, keys, values, right_scale, right_name, wrong_scales=()):
+    """(output, explanation) for the usual ways to get scaled dot-product attention wrong (the
+    error model: each one a small change to the reference). `wrong_scales` are (size, name)
+    of other sizes a student may scale by."""
+    tokens = keys.shape[0]
     variants = [
         (attend(queries, keys, values, 1.0), "the scores are not scaled: divide them by"
          f" sqrt({right_name}) before softmax."),
@@ -29,23 +32,28 @@ def attention_mistakes(queries, keys, values, right_scale, wrong_scale, wrong_na
         (attend(queries, keys, values, right_scale, softmax_dim=0), "softmax ran over the wrong"
          " dimension, dim=0 (the queries). Use dim=-1, so that each token's weights sum to 1."),
     ]
-    if wrong_scale != right_scale:
-        variants.insert(0, (attend(queries, keys, values, wrong_scale),
-                            f"the scores are scaled by sqrt({wrong_name}); scale them by"
-                            f" sqrt({right_name}), the size of the queries and keys."))
+    if queries.shape == keys.shape:
+        variants.append((attend(keys, queries, values, right_scale), "the scores are keys @ queries.T, the"
+                         " transpose of what they should be: compute queries @ keys.T (each query against"
+                         " every key)."))
+    for size, name in [*wrong_scales, (tokens, "the number of tokens")]:
+        if size != right_scale:
+            variants.insert(0, (attend(queries, keys, values, size),
+                                f"the scores are scaled by sqrt({name}); scale them by"
+                                f" sqrt({right_name}), the size of the queries and keys."))
     return variants
 
 
 def self_attention_mistakes(x, ref):
     queries, keys, values = (project(ref, name, x) for name in ("W_query", "W_key", "W_value"))
-    return attention_mistakes(queries, keys, values, keys.shape[-1], x.shape[-1], "d_in", "d_out")
+    return attention_mistakes(queries, keys, values, keys.shape[-1], "d_out", [(x.shape[-1], "d_in")])
 
 
 def cross_attention_mistakes(inputs, ref):
     x_1, x_2 = inputs
     queries, keys, values = project(ref, "W_query", x_1), project(ref, "W_key", x_2), project(ref, "W_value", x_2)
-    return attention_mistakes(queries, keys, values, keys.shape[-1], values.shape[-1],
-                              "d_out_v", "d_out_kq")
+    return attention_mistakes(queries, keys, values, keys.shape[-1], "d_out_kq",
+                              [(values.shape[-1], "d_out_v"), (x_1.shape[-1], "d_in")])
 
 
 def expect_parameters(structure, expected, class_name, hint):
