@@ -88,3 +88,18 @@ def test_a_crash_that_is_the_missing_name_itself_keeps_the_checks_words():
     cells = {"ex4": CellResult("ex4", [check(False, said)])}
     missing_because_crashed(cells, [{"cell": "ex4_script", "error": "NameError: name 'causal_embeddings' is not defined"}])
     assert cells["ex4"].checks[0].message == said
+
+
+def test_two_checks_naming_the_same_mistake_in_different_outputs_say_it_once():
+    from autograder.grading.rootcause import one_cause_per_cell
+
+    def named(message):
+        return SimpleNamespace(description=message[:5], passed=False, message=message, weight=1.0, named=True)
+
+    cells = {"ex6": CellResult("ex6", [named("The outputs are not right: each head needs sqrt(d_head)."),
+                                       named("The weights of each head are not right: each head needs sqrt(d_head)."),
+                                       named("The weights are not right: the mask is inverted.")])}
+    one_cause_per_cell(cells)
+    assert [c.message for c in cells["ex6"].checks] == [
+        "The outputs are not right: each head needs sqrt(d_head).", "",
+        "The weights are not right: the mask is inverted."]  # a second mistake keeps its words

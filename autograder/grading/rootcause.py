@@ -60,9 +60,10 @@ def one_cause_per_cell(cells):
         named = any(getattr(check, "named", False) for check in failing)
         seen = set()
         for check in failing:
-            if (named and not getattr(check, "named", False)) or check.message in seen:
+            said = _explanation(check.message)
+            if (named and not getattr(check, "named", False)) or said in seen:
                 check.message = ""
-            seen.add(check.message)
+            seen.add(said)
     return cells
 
 
@@ -83,3 +84,10 @@ def missing_because_crashed(cells, cell_errors):
         for check in failing:
             check.message, message = message, ""
     return cells
+
+
+def _explanation(message):
+    """What a message says is wrong, without what it was looking at: two checks that name the
+    same mistake in different outputs ("the outputs are not right: X", "the weights of each
+    head are not right: X") say it once."""
+    return message.split(" are not right: ", 1)[-1]
