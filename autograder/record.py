@@ -169,6 +169,21 @@ class Result:
         return stable
 
 
+def grouped_checks(checks):
+    """Checks that share a description (one check run on several cases) as one entry each, in
+    order: {"description", "cases", "failed", "message"}, the message of the first failing case.
+    Feedback shows one line per entry: the same words once per case would help no one."""
+    groups = {}
+    for check in checks:
+        group = groups.setdefault(check.description, {"description": check.description, "cases": 0,
+                                                      "failed": 0, "message": ""})
+        group["cases"] += 1
+        if not check.passed:
+            group["failed"] += 1
+            group["message"] = group["message"] or check.message
+    return list(groups.values())
+
+
 # -- results/<student>.json -----------------------------------------------------------------
 def result_path(out_dir, student_id):
     return Path(out_dir) / f"{student_id}.json"

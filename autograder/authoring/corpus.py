@@ -37,7 +37,7 @@ import nbformat
 
 from autograder.authoring.examples import filled_notebook
 from autograder.grading.rootcause import UPSTREAM
-from autograder.record import GRADED
+from autograder.record import GRADED, grouped_checks
 
 SOLUTIONS, STUBS = "reference-solutions", "untouched-release"
 OUTCOMES = ("mistake", "alternative")
@@ -222,13 +222,8 @@ def diagnose(entry, result, builds_on=None):
 
 
 def shown_messages(cell):
-    """The failing checks' messages as the feedback shows them: one per check (its first
-    failing case)."""
-    first = {}
-    for check in cell.checks:
-        if not check.passed and check.message:
-            first.setdefault(check.description, check.message)
-    return list(first.values())
+    """The failing checks' messages as the feedback shows them (record.grouped_checks)."""
+    return [group["message"] for group in grouped_checks(cell.checks) if group["message"]]
 
 
 def check_outcomes(result):

@@ -267,6 +267,19 @@ KILLED_TWICE = "killed-twice"
 
 def worker_killer(spec, assignment, submission):
     """The student's own error: grading this notebook made a grading worker die, twice."""
+    return _zero(spec, assignment, submission,
+                 "running this notebook made the grading machine's worker process die, twice (for example by"
+                 " using far more memory than the machine has, or by crashing Python itself), so it could not be"
+                 " graded; look for code that allocates huge tensors or loops without end, run it yourself, and"
+                 " hand it in again")
+
+
+def _unreadable(spec, assignment, submission):
+    return _zero(spec, assignment, submission, "the file could not be read")
+
+
+def _zero(spec, assignment, submission, message):
+    """An INVALID result (0 points, `message`) made on the client, as the worker would make it."""
     import nbformat
 
     from autograder.grading.submission import invalid_result
@@ -278,22 +291,7 @@ def worker_killer(spec, assignment, submission):
     except OSError:
         pass
     points = grade_cells(nbformat.read(assignment.source_notebook, as_version=4))
-    message = ("running this notebook made the grading machine's worker process die, twice (for example by"
-               " using far more memory than the machine has, or by crashing Python itself), so it could not be"
-               " graded; look for code that allocates huge tensors or loops without end, run it yourself, and"
-               " hand it in again")
     return invalid_result(spec, points, base, message, time.perf_counter())
-
-
-def _unreadable(spec, assignment, submission):
-    import nbformat
-
-    from autograder.grading.submission import invalid_result
-    from autograder.grading.submissions import grade_cells
-
-    points = grade_cells(nbformat.read(assignment.source_notebook, as_version=4))
-    return invalid_result(spec, points, {"student_id": submission.student_id, "path": str(submission.path)},
-                          "the file could not be read", time.perf_counter())
 
 
 # -- on the workers ------------------------------------------------------------------

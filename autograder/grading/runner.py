@@ -200,20 +200,14 @@ def _no_plugin_autoload():
 
 
 def feedback_lines(result, points):
-    """The cell's feedback as text. A check run on several cases (parametrised) is one line,
-    with the message of its first failing case: the same words three times help no one."""
+    """The cell's feedback as text: one line per check (see record.grouped_checks)."""
+    from autograder.record import grouped_checks
+
     lines = [f"{result.grade_id}: {result.score(points):g} / {points:g} points"]
-    groups = {}
-    for check in result.checks:
-        group = groups.setdefault(check.description, {"cases": 0, "failed": 0, "message": ""})
-        group["cases"] += 1
-        if not check.passed:
-            group["failed"] += 1
-            group["message"] = group["message"] or check.message
-    for description, group in groups.items():
+    for group in grouped_checks(result.checks):
         mark = "FAIL" if group["failed"] else "PASS"
         cases = f" ({group['failed']} of {group['cases']} cases failed)" if group["failed"] and group["cases"] > 1 else ""
-        lines.append(f"  [{mark}] {description}{cases}")
+        lines.append(f"  [{mark}] {group['description']}{cases}")
         if group["message"]:
             lines.append(f"         {group['message']}")
     return lines

@@ -14,6 +14,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup, escape
 
 from autograder.course import write_atomically
+from autograder.record import grouped_checks
 
 EXERCISE = re.compile(r"\*\*(Exercise \w+)")
 HEADING = re.compile(r"^##\s+(?:\d+\w*\s*(?:\([^)]*\))?\.\s*)?(.+)$", re.MULTILINE)
@@ -89,20 +90,9 @@ def render_feedback(result, layout):
 
 
 def grouped(checks):
-    """Checks that share a description (one check run on several cases) as one line each,
-    with the message of the first failing case."""
-    groups = {}
-    for check in checks:
-        group = groups.setdefault(check.description, {"description": check.description, "cases": 0,
-                                                      "failed": 0, "messages": []})
-        group["cases"] += 1
-        if not check.passed:
-            group["failed"] += 1
-            if check.message and not group["messages"]:  # the first failing case's message only
-                group["messages"].append(check.message)
-    for group in groups.values():
-        group["passed"] = group["failed"] == 0
-    return list(groups.values())
+    """One line per check (record.grouped_checks), as the page template wants them."""
+    return [{**group, "passed": group["failed"] == 0, "messages": [group["message"]] if group["message"] else []}
+            for group in grouped_checks(checks)]
 
 
 def inline_code(text):
