@@ -6,14 +6,34 @@ from pathlib import Path
 from autograder.authoring.regions import is_script, read_regions, strip_solution_markers
 
 
-def load(solutions):
-    """The solution definitions of a solutions file (not its script regions), in a fresh module."""
-    return _load(str(Path(solutions).resolve()))
+class EditError(ValueError):
+    """An edit of the reference (an error model's mutant) does not apply to the solutions."""
+
+
+def load(solutions, edits=()):
+    """The solution definitions of a solutions file (not its script regions), in a fresh module.
+
+    `edits` are (region, old, new) text replacements made first, each `old` found exactly
+    once in its region: the error model's mutants are the reference with such an edit."""
+    return _load(str(Path(solutions).resolve()), tuple(tuple(edit) for edit in edits))
 
 
 @functools.lru_cache(maxsize=None)
-def _load(path):
-    return _execute(path, include_scripts=False)
+def _load(path, edits=()):
+    return _execute(path, include_scripts=False, edits=edits)
+
+
+def edited_regions(path, edits):
+    """{region: source} of the solutions file with `edits` made (see `load`)."""
+    regions = read_regions(path)
+    for region, old, new in edits:
+        if region not in regions:
+            raise EditError(f"{path} has no region {region!r}")
+        found = regions[region].count(old)
+        if found != 1:
+            raise EditError(f"region {region!r} of {path} contains {old!r} {found} times, not once")
+        regions[region] = regions[region].replace(old, new)
+    return regions
 
 
 def solved_namespace(solutions):
@@ -21,11 +41,11 @@ def solved_namespace(solutions):
     return dict(vars(_execute(solutions, include_scripts=True)))
 
 
-def _execute(path, include_scripts):
+def _execute(path, include_scripts, edits=()):
     path = Path(path)
     module = types.ModuleType(f"reference_{path.stem}")
     module.__file__ = str(path)
-    for name, source in read_regions(path).items():
+    for name, source in edited_regions(path, edits).items():
         if include_scripts or not is_script(name):
             code = compile(strip_solution_markers(source), f"{path}:{name}", "exec")
             exec(code, module.__dict__)

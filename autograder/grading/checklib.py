@@ -43,6 +43,11 @@ def paired(student, reference, class_name, args, rng, overrides=None, **kwargs):
     if built["kind"] != "class":
         fail(f"`{class_name}` should be a class, but it is {built['kind']}.")
     handle, report = built["handle"], built["report"]
+    if report["missing"] and all(name.endswith(".bias") for name in report["missing"]):
+        option = next((f" ({key}=True here)" for key, value in kwargs.items() if "bias" in key and value is True), "")
+        fail(f"Your {class_name} has no {', '.join(report['missing'][:4])}: its layers were made without a"
+             f" bias although the options ask for one{option}. Pass the option on to each nn.Linear"
+             f" (bias={next((key for key in kwargs if 'bias' in key), 'bias')}).", named=True)
     if report["missing"]:
         names = ", ".join(report["missing"][:4])
         fail(f"Your {class_name} has no parameter named {names}. Use the attribute names the"
@@ -78,3 +83,52 @@ def expect_reference_output(student, reference, class_name, args, x, rng, what, 
             name_mistake(got, mistakes(x, ref), what)
         no_known_mistake(got, expected, what)  # never a list of guesses when there is an error model
     expect_close(got, expected, what, hint)
+
+
+# -- the error model's diagnosis (grading/errormodel.py) ---------------------------------------
+def diagnosis(probe, pairs=True):
+    """The check that names a cell's mistake from the error model; put it last in the cell's
+    test file, after the checks it explains:
+
+        test_diagnosis = diagnosis(probe)
+
+    `probe(student, rng)` yields observations (see errormodel). The check runs only when another
+    check of the cell failed, costs no points, and is listed only when it names the mistake."""
+    import pytest
+
+    from autograder.grading import errormodel
+    from autograder.grading.plugin import grade_id_of
+
+    @pytest.mark.diagnosis
+    def test_diagnosis(request, student, error_model, solutions, resources, seed, cell_failed):
+        """Your answer, compared with the common mistakes for this exercise"""
+        mutants = error_model.get(grade_id_of(request.node))
+        if not cell_failed or not mutants:
+            return
+        seen = errormodel.observe(probe, student, seed)
+        chosen = errormodel.recognise(seen, probe, solutions, mutants, seed, resources, pairs)
+        if chosen:
+            fail(errormodel.message(chosen), named=True)
+
+    return test_diagnosis
+
+
+def random_parameters(rng, shapes):
+    """Fresh values for parameters of these {name: shape}, drawn in name order."""
+    return {name: torch.randn(*shape, generator=rng) / max(shape[-1], 1) ** 0.5 if shape else torch.randn((), generator=rng)
+            for name, shape in sorted(shapes.items())}
+
+
+def observe_module(student, rng, class_name, args, kwargs=None, inputs=(), train_inputs=()):
+    """Observations of a module exercise, for a diagnosis probe: its parameter and buffer names
+    and shapes, then its outputs with random parameters of those shapes, on each of `inputs`
+    (tuples of tensors) in eval mode and each of `train_inputs` in training mode."""
+    handle = student.new(class_name, args, kwargs, seed=0)
+    structure = student.structure(handle)
+    shapes = structure.get("parameters", {})
+    yield {"parameters": shapes, "buffers": sorted(structure.get("buffers", {}))}
+    student.load_parameters(handle, random_parameters(rng, shapes))
+    for x in inputs:
+        yield student.forward(handle, *x)
+    for x in train_inputs:
+        yield student.forward(handle, *x, train=True, seed=1)

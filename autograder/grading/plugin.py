@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from autograder.authoring import reference as reference_module
+from autograder.grading import errormodel
 from autograder.wire import StudentError
 from autograder.grading.verdict import NamedMistake, hint_for, use_hints
 
@@ -26,6 +27,8 @@ class CheckResult:
     message: str = ""
     needs: tuple = ()  # checks (by function name) it earns its credit with; see `withhold_unearned`
     named: bool = False  # its failure names the mistake (verdict.NamedMistake)
+    diagnosis: bool = False  # the error model's diagnosis of the cell (checklib.diagnosis)
+    after: tuple = ()  # checks (by function name) whose failure explains this one's; see `quiet_consequences`
 
 
 def grade_id_of(item):
@@ -70,6 +73,10 @@ class GradingPlugin:
         config.addinivalue_line("markers", "weight(n): relative weight of a check in its grade cell")
         config.addinivalue_line("markers", "fixed_inputs(*checks): a check on the notebook's own inputs; it"
                                 " earns credit only when the named checks on random inputs pass too")
+        config.addinivalue_line("markers", "after(*checks): a check that uses what the named checks (same file)"
+                                " test; while one of them fails, its own failure says nothing more")
+        config.addinivalue_line("markers", "diagnosis: names the mistake from the error model when another check"
+                                " of the cell failed; costs no points and is not listed when it names nothing")
 
     @pytest.fixture
     def student(self):
@@ -78,6 +85,26 @@ class GradingPlugin:
     @pytest.fixture
     def reference(self):
         return reference_module.load(self.assignment.solutions)
+
+    @pytest.fixture
+    def error_model(self):
+        """{exercise: [Mutant]} of the assignment (grading/errormodel.py)."""
+        return errormodel.load(self.assignment.folder)
+
+    @pytest.fixture
+    def solutions(self):
+        return self.assignment.solutions
+
+    @pytest.fixture
+    def resources(self):
+        """The assignment's RESOURCES, for mutants probed in this process."""
+        return self.assignment.resources()
+
+    @pytest.fixture
+    def cell_failed(self, request):
+        """Whether a check of this test's graded cell has failed so far."""
+        grade_id = grade_id_of(request.node)
+        return any(r.grade_id == grade_id and not r.passed for r in self.results)
 
     @pytest.fixture
     def seed(self, request):
@@ -100,14 +127,22 @@ class GradingPlugin:
             if fixed and (unknown or not fixed.args):
                 self.collect_errors.append(f"{item.nodeid}: fixed_inputs needs the names of checks on random"
                                            f" inputs in the same file; unknown: {unknown or 'none given'}")
+            after = item.get_closest_marker("after")
+            unknown = [n for n in (after.args if after else ()) if (grade_id_of(item), n) not in names]
+            if after and (unknown or not after.args):
+                self.collect_errors.append(f"{item.nodeid}: after needs the names of checks in the same file;"
+                                           f" unknown: {unknown or 'none given'}")
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item, call):
         outcome = yield
         report = outcome.get_result()
-        if report.when == "call" or (report.when == "setup" and not report.passed):
+        if item.get_closest_marker("diagnosis"):
+            self._record_diagnosis(item, call, report)
+        elif report.when == "call" or (report.when == "setup" and not report.passed):
             marker = item.get_closest_marker("weight")
             fixed = item.get_closest_marker("fixed_inputs")
+            after = item.get_closest_marker("after")
             doc = (item.function.__doc__ or item.name).strip().splitlines()[0]
             self.results.append(CheckResult(
                 grade_id=grade_id_of(item), name=item.name, description=doc,
@@ -115,8 +150,35 @@ class GradingPlugin:
                 passed=report.passed,
                 message="" if report.passed or call.excinfo is None else message_of(call.excinfo),
                 needs=tuple(fixed.args) if fixed else (),
+                after=tuple(fixed.args if fixed else ()) + tuple(after.args if after else ()),
                 named=bool(not report.passed and call.excinfo is not None and call.excinfo.errisinstance(NamedMistake)),
             ))
+
+    def _record_diagnosis(self, item, call, report):
+        """A diagnosis is listed only when it names a mistake, first in its cell, for no points.
+        One that fails otherwise (it could not probe) says nothing: the cell's checks speak."""
+        if report.when != "call" or report.passed or call.excinfo is None:
+            return
+        if not call.excinfo.errisinstance(NamedMistake):
+            return
+        grade_id = grade_id_of(item)
+        result = CheckResult(grade_id=grade_id, name=item.name,
+                             description=(item.function.__doc__ or item.name).strip().splitlines()[0],
+                             weight=0.0, passed=False, message=message_of(call.excinfo), named=True,
+                             diagnosis=True)
+        first = next((i for i, r in enumerate(self.results) if r.grade_id == grade_id), len(self.results))
+        self.results.insert(first, result)
+
+
+def quiet_consequences(checks):
+    """A failing check that uses what a failing check before it tests (its `after`, and a
+    fixed-inputs check's `needs`) says nothing more: that check's message names the cause, and
+    this one's would only repeat it in other words, or point elsewhere. Its points stay lost."""
+    failed = {check.name.split("[")[0] for check in checks if not check.passed}
+    for check in checks:
+        if not check.passed and set(check.after) & failed:
+            check.message = ""
+    return checks
 
 
 def withhold_unearned(checks):

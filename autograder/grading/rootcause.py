@@ -54,14 +54,18 @@ def root_cause_once(cells, builds_on):
 
 
 def one_cause_per_cell(cells):
-    """Rewrite, in place: in each cell, the named mistake alone, and every message once."""
+    """Rewrite, in place: in each cell, the named mistake alone, and every message once.
+    The error model's diagnosis (grading/errormodel.py) outranks a check that names a mistake
+    from what it alone saw: it compared the whole behaviour with every known mistake and pair."""
     for cell in cells.values():
         failing = [check for check in cell.checks if not check.passed]
+        diagnosed = any(getattr(check, "diagnosis", False) for check in failing)
         named = any(getattr(check, "named", False) for check in failing)
         seen = set()
         for check in failing:
             said = _explanation(check.message)
-            if (named and not getattr(check, "named", False)) or said in seen:
+            if ((diagnosed and not getattr(check, "diagnosis", False))
+                    or (named and not getattr(check, "named", False)) or said in seen):
                 check.message = ""
             seen.add(said)
     return cells

@@ -76,11 +76,11 @@ def expect_mask_buffer(student, handle, structure, class_name, context_length):
     """`mask` is a registered buffer with the causal pattern, not a parameter."""
     if "mask" in structure["parameters"]:
         fail(f"In your {class_name}, `mask` is a parameter, so an optimiser would change it."
-             " Register it with self.register_buffer('mask', ...).")
+             " Register it with self.register_buffer('mask', ...).", named=True)
     shape = structure["buffers"].get("mask")
     if shape is None:
         fail(f"Your {class_name} has no buffer named `mask`. Register the causal mask with"
-             " self.register_buffer('mask', torch.tril(torch.ones(context_length, context_length))).")
+             " self.register_buffer('mask', torch.tril(torch.ones(context_length, context_length))).", named=True)
     expected_shape = (context_length, context_length)
     if tuple(shape) != expected_shape:
         fail(f"The `mask` buffer should have shape {shape_text(expected_shape)}, got {shape_text(shape)}.")
@@ -89,7 +89,7 @@ def expect_mask_buffer(student, handle, structure, class_name, context_length):
     keep = torch.tril(torch.ones(expected_shape, dtype=torch.bool))
     if torch.equal(mask != 0, keep.tril(-1)) or torch.equal(mask != 0, ~keep.tril(-1)):
         fail("The `mask` buffer hides the diagonal too, but every token must see itself: use"
-             " torch.tril(torch.ones(context_length, context_length)) without diagonal=-1.")
+             " torch.tril(torch.ones(context_length, context_length)) without diagonal=-1.", named=True)
     if not (torch.equal(mask != 0, keep) or torch.equal(mask != 0, ~keep)):
         fail("The `mask` buffer is not a causal (triangular) mask: build it with"
              " torch.tril(torch.ones(context_length, context_length)).")
@@ -97,6 +97,7 @@ def expect_mask_buffer(student, handle, structure, class_name, context_length):
 
 def expect_moves_to_meta(student, handle, x, class_name, out_shape):
     """After .to('meta') everything is on meta and forward creates nothing on the CPU."""
+    student.forward(handle, x)  # code that fails on the CPU too has no device problem to name
     report = student.meta_forward(handle, x)
     if not report["moved"]:
         fail(f"Your {class_name} could not be moved with .to('meta'): {report['error']}")
@@ -159,13 +160,13 @@ def expect_registered_heads(structure, num_heads, head_params, class_name):
     if structure["list_attributes"]:
         fail(f"Your {class_name} keeps modules in a plain Python list"
              f" ({', '.join(structure['list_attributes'])}): their parameters are invisible to"
-             " model.parameters() and .to(device). Use nn.ModuleList.")
+             " model.parameters() and .to(device). Use nn.ModuleList.", named=True)
     if structure["modules"].get("heads") != "ModuleList":
         fail(f"`heads` should be an nn.ModuleList, got {structure['modules'].get('heads', 'nothing')}.")
     heads = [name for name in structure["modules"] if name.count(".") == 1 and name.startswith("heads.")]
     if structure["repeated_modules"]:
         fail("The same head object appears more than once in `heads`, so all heads share one set"
-             " of weights. Create a new CausalAttention for every head.")
+             " of weights. Create a new CausalAttention for every head.", named=True)
     if len(heads) != num_heads:
         fail(f"Expected {num_heads} heads in `heads`, got {len(heads)}.")
     if structure["parameter_count"] != num_heads * head_params:
@@ -278,3 +279,12 @@ def expect_weights(student, name, expected, mistakes, qkt, d_out, shape=None):
     if shape is not None:
         got = expect_tensor(got, f"For scores of shape {shape}, the result", shape=shape)
     diagnose_weights(got, expected(qkt, d_out), "The attention weights", mistakes(qkt, d_out))
+
+
+def weights_probe(name):
+    """The diagnosis probe of a weights function: 2-D, batched and head-batched scores."""
+    def probe(student, rng):
+        for shape in ((5, 5), (2, 6, 6), (2, 3, 4, 4)):
+            qkt, d_out = random_scores(rng, shape)
+            yield student.call(name, qkt, d_out)
+    return probe

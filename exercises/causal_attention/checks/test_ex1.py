@@ -2,7 +2,8 @@
 import pytest
 import torch
 
-from .common import NOTEBOOK_QKT, expect_weights, random_scores, scale_mistakes
+from autograder.grading.checklib import diagnosis
+from .common import NOTEBOOK_QKT, expect_weights, random_scores, scale_mistakes, weights_probe
 
 NAME = "mask_after_softmax"
 
@@ -31,3 +32,6 @@ def test_random_scores(student, reference, rng, shape):
     qkt, d_out = random_scores(rng, shape)
     expect_weights(student, NAME, reference.mask_after_softmax,
                    lambda *a: mistakes(reference, *a), qkt, d_out, shape)
+
+
+test_diagnosis = diagnosis(weights_probe(NAME))

@@ -2,8 +2,9 @@
 import pytest
 import torch
 
-from autograder.grading.checklib import randn
-from .common import diagnose_weights, NOTEBOOK_QKT, expect_weights, random_scores, scale_mistakes, weights_from
+from autograder.grading.checklib import diagnosis, randn
+from .common import (diagnose_weights, NOTEBOOK_QKT, expect_weights, random_scores, scale_mistakes, weights_from,
+                     weights_probe)
 
 NAME = "mask_before_softmax"
 
@@ -47,3 +48,6 @@ def test_large_scores(student, reference, rng):
     expected = reference.mask_before_softmax
     diagnose_weights(weights_from(student, NAME, qkt, 4), expected(qkt, 4),
                      "For scores far from zero, the attention weights", mistakes(reference, qkt, 4))
+
+
+test_diagnosis = diagnosis(weights_probe(NAME))

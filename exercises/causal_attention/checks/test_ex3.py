@@ -6,7 +6,7 @@ from autograder.grading.verdict import fail
 
 from autograder.grading.verdict import expect_tensor
 
-from autograder.grading.checklib import expect_reference_output, paired, randn, student_forward
+from autograder.grading.checklib import diagnosis, expect_reference_output, observe_module, paired, randn, student_forward
 from .common import (diagnose_weights, causal_mistakes, expect_dropout_on_weights, expect_mask_buffer,
                      expect_moves_to_meta, expect_no_leak, JOURNEY, scale_mistakes)
 
@@ -103,3 +103,13 @@ def test_canonical_seeded_values(student):
              f" notebook's six tokens should start {[round(v, 4) for v in expected[0].tolist()]}, got"
              f" {[round(v, 4) for v in got[0, 0].tolist()]}. Keep W_query, W_key, W_value"
              " created in that order (as given).")
+
+
+def probe(student, rng):
+    """Short and full inputs, with biases, and in training mode with dropout."""
+    x_short, x_full = randn(rng, 2, 5, 6), randn(rng, 1, 9, 6)
+    yield from observe_module(student, rng, NAME, (6, 4, 9), {"dropout": 0.5, "qkv_bias": True},
+                              inputs=[(x_full,), (x_short,)], train_inputs=[(x_full,)])
+
+
+test_diagnosis = diagnosis(probe)

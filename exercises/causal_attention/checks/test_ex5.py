@@ -4,7 +4,7 @@ import torch
 
 from autograder.grading.verdict import expect_tensor, fail
 
-from autograder.grading.checklib import expect_reference_output, paired, randn, student_forward
+from autograder.grading.checklib import diagnosis, expect_reference_output, observe_module, paired, randn, student_forward
 from .common import expect_embeddings, expect_no_leak, expect_registered_heads, JOURNEY
 
 NAME = "MultiHeadAttention"
@@ -40,6 +40,7 @@ def test_heads_registered(student):
     student_forward(student, handle, torch.zeros(1, 4, 5), shape=(1, 4, 6))
 
 
+@pytest.mark.after("test_heads_registered")
 def test_options_reach_every_head(student):
     """Passes dropout and qkv_bias on to every head"""
     # What one CausalAttention does with the options: when it ignores one itself (Exercise 3
@@ -60,6 +61,7 @@ def test_options_reach_every_head(student):
              f" heads' dropout rates are {rates or 'missing'}. Pass dropout on when you create each head.")
 
 
+@pytest.mark.after("test_heads_registered")
 @pytest.mark.weight(2)
 @pytest.mark.parametrize("tokens", [9, 4], ids=["full", "short"])
 def test_reference_values(student, reference, rng, tokens):
@@ -70,6 +72,7 @@ def test_reference_values(student, reference, rng, tokens):
                             " if CausalAttention's checks fail, fix those first.")
 
 
+@pytest.mark.after("test_heads_registered")
 def test_no_future_leak(student, reference, rng):
     """Outputs at position t do not depend on tokens after t"""
     handle, _ = paired(student, reference, NAME, (5, 6, 2, 10), rng)
@@ -88,6 +91,17 @@ def test_canonical_seeded_values(student):
              " Create the heads in order inside __init__, each a CausalAttention.")
 
 
+@pytest.mark.after("test_output_shape", "test_reference_values")
 def test_multihead_embeddings(student):
     """`multihead_embeddings` is the (20, 100, 768) output of the 3-head model"""
     expect_embeddings(student, "multihead_embeddings", (20, 100, 768))
+
+
+def probe(student, rng):
+    """3 heads of 2 features, with biases, and in training mode with dropout."""
+    x_short, x_full = randn(rng, 2, 4, 5), randn(rng, 1, 7, 5)
+    yield from observe_module(student, rng, NAME, (5, 6, 3, 7), {"dropout": 0.5, "qkv_bias": True},
+                              inputs=[(x_full,), (x_short,)], train_inputs=[(x_full,)])
+
+
+test_diagnosis = diagnosis(probe)

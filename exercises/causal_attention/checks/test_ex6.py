@@ -4,7 +4,7 @@ import torch
 
 from autograder.grading.verdict import expect_tensor, fail
 
-from autograder.grading.checklib import expect_reference_output, paired, randn, student_forward
+from autograder.grading.checklib import diagnosis, expect_reference_output, observe_module, paired, randn, student_forward
 from .common import (diagnose_weights, expect_dropout_on_weights, expect_mask_buffer, expect_moves_to_meta,
                      expect_no_leak, JOURNEY, one_module_mistakes, scale_mistakes)
 
@@ -119,3 +119,14 @@ def test_canonical_seeded_values(student):
              f" output should start {[round(v, 4) for v in expected[0].tolist()]}, got"
              f" {[round(v, 4) for v in got[0, 0].tolist()]}. Keep the layers created in the"
              " given order.")
+
+
+def probe(student, rng):
+    """Full and short inputs (d_in 5, 3 heads of 2), and in training mode with dropout. The
+    first has as many tokens as heads, so swapping the wrong two dimensions fails in its own way."""
+    x_heads, x_short, x_full = randn(rng, 1, 3, 5), randn(rng, 2, 4, 5), randn(rng, 1, 7, 5)
+    yield from observe_module(student, rng, NAME, (5, 6, 3, 7), {"dropout": 0.5},
+                              inputs=[(x_heads,), (x_full,), (x_short,)], train_inputs=[(x_full,)])
+
+
+test_diagnosis = diagnosis(probe)

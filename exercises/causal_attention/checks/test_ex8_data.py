@@ -4,6 +4,7 @@ import torch
 
 from autograder.wire import Resource
 from autograder.grading.verdict import fail
+from autograder.grading.checklib import diagnosis
 
 TOKENIZER = Resource("byte_tokenizer")  # made in the sandbox by this assignment's sandbox.py
 DATASET, LOADER = "torch.utils.data.dataset.Dataset", "torch.utils.data.dataloader.DataLoader"
@@ -69,6 +70,7 @@ def test_dataset_windows(student, rng, context_length, stride):
         expect_pair(pair, expected, f"dataset[{index}] (stride {stride})")
 
 
+@pytest.mark.after("test_dataset_windows")
 @pytest.mark.parametrize("drop_last", [True, False])
 def test_batches_in_order(student, rng, drop_last):
     """my_batch: batches of (batch_size, context_length), in order, drop_last respected"""
@@ -112,6 +114,7 @@ def window_pairs(batches, context_length):
     return pairs
 
 
+@pytest.mark.after("test_dataset_windows")
 def test_shuffle(student, rng):
     """my_batch with shuffle=True gives every window once, in a new order"""
     text = random_text(rng, 34)
@@ -125,6 +128,7 @@ def test_shuffle(student, rng):
         fail("With shuffle=True the windows came out in order: pass shuffle to the DataLoader.")
 
 
+@pytest.mark.after("test_dataset_windows")
 def test_stride_and_tokenizer_used(student, rng):
     """my_batch passes stride and the given tokenizer on to MyData"""
     text = random_text(rng, 26)
@@ -135,3 +139,19 @@ def test_stride_and_tokenizer_used(student, rng):
     if [inputs for inputs, _ in pairs[:len(want)]] != [w[0] for w in want]:
         fail("With stride=3, my_batch should give windows starting at 0, 3, 6, ... Pass stride"
              " to MyData, and use the tokenizer argument when it is given.")
+
+
+def probe(student, rng):
+    """The windows of MyData (context 4, stride 2) on two texts, whose lengths tell one window
+    too few from one too many; then my_batch's batches in order and shuffled, the last one short."""
+    for length in (22, 23):
+        text = random_text(rng, length)
+        data = student.sequence("MyData", (text, TOKENIZER, 4, 2))
+        yield DATASET in data["types"], data["length"], data["items"]
+    for shuffle in (False, True):
+        got = student.iterate("my_batch", (text,), {"tokenizer": TOKENIZER, "batch_size": 4, "context_length": 4,
+                                                    "stride": 2, "shuffle": shuffle, "drop_last": False}, seed=5)
+        yield LOADER in got["types"], got["items"]
+
+
+test_diagnosis = diagnosis(probe)

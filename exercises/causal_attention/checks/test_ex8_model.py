@@ -5,7 +5,7 @@ import torch
 from autograder.wire import StudentError
 from autograder.grading.verdict import expect_tensor, fail, hint_for
 
-from autograder.grading.checklib import expect_reference_output, paired, student_forward
+from autograder.grading.checklib import diagnosis, expect_reference_output, observe_module, paired, student_forward
 from .common import expect_moves_to_meta, language_model_mistakes
 
 NAME = "BadLM_V2"
@@ -98,3 +98,12 @@ def test_positions_on_input_device(student, rng):
     """Positions are created on the input's device; everything moves with the model"""
     handle = student.new(NAME, ARGS)
     expect_moves_to_meta(student, handle, tokens(rng, 2, 6), NAME, (2, 6, 50))
+
+
+def probe(student, rng):
+    """att_dim (6) unlike emb_dim (12), a vocabulary unlike the context length; short and full inputs."""
+    yield from observe_module(student, rng, NAME, LAYER_ARGS,
+                              inputs=[(tokens(rng, 1, 8),), (tokens(rng, 2, 5),)])
+
+
+test_diagnosis = diagnosis(probe)

@@ -6,6 +6,7 @@ from autograder.grading.verdict import close, expect_close, expect_tensor, fail
 
 from autograder.grading.checklib import randn
 from .common import JOURNEY
+from autograder.grading.checklib import diagnosis, observe_module
 
 NAME = "attention_scores"
 
@@ -49,3 +50,12 @@ def test_journey(student):
 def test_random_inputs(student, rng, tokens, features):
     """Gives (T, T) scores for other numbers of tokens and features"""
     expect_scores(student, randn(rng, tokens, features), f"For inputs of shape {(tokens, features)}, the scores")
+
+
+def probe(student, rng):
+    """Seven tokens (more than the worked example's six) of 4 features, then three of 5."""
+    for tokens, features in ((7, 4), (3, 5)):
+        yield student.call(NAME, randn(rng, tokens, features))
+
+
+test_diagnosis = diagnosis(probe)

@@ -6,6 +6,7 @@ from autograder.wire import StudentError
 from autograder.grading.verdict import close, expect_close, expect_tensor, fail, name_mistake
 
 from autograder.grading.checklib import randn
+from autograder.grading.checklib import diagnosis, observe_module
 
 CASES = [((5,), -1), ((3, 6), -1), ((3, 6), 0), ((2, 3, 4), 1)]
 IDS = ["1d", "2d", "2d-dim0", "3d-dim1"]
@@ -96,3 +97,18 @@ def test_stable_for_large_inputs(student, rng, dim):
         name_mistake(got, stability_mistakes(x, dim), what)
     expect_tensor(got, what)
     expect_close(got, expected, what, "Subtract the maximum along `dim` (keepdim=True) before exp.")
+
+
+def probe(student, rng):
+    """Both functions along every dimension of a 3-D tensor, then on inputs large enough to overflow
+    exp, and on slices far apart (where a global shift underflows)."""
+    x = randn(rng, 3, 4, 5)
+    far = torch.stack([randn(rng, 4), randn(rng, 4) - 200.0])
+    for name in ("softmax_naive", "softmax_stable"):
+        for dim in (-1, 1, 0):
+            yield student.call(name, x, dim=dim)
+        yield student.call(name, x * 100.0, dim=-1)
+        yield student.call(name, far, dim=-1)
+
+
+test_diagnosis = diagnosis(probe)

@@ -6,6 +6,7 @@ from autograder.grading.verdict import expect_close, expect_tensor, fail, name_m
 
 from autograder.grading.checklib import randn
 from .common import JOURNEY
+from autograder.grading.checklib import diagnosis, observe_module
 
 NAME = "context_vectors"
 
@@ -46,3 +47,12 @@ def test_random_inputs(student, rng, tokens, features):
     """Gives (T, d) context vectors for other inputs"""
     expect_context(student, randn(rng, tokens, features) * 0.7,
                    f"For inputs of shape {(tokens, features)}, the context vectors")
+
+
+def probe(student, rng):
+    """Seven tokens of 4 features, then three of 5."""
+    for tokens, features in ((7, 4), (3, 5)):
+        yield student.call(NAME, randn(rng, tokens, features))
+
+
+test_diagnosis = diagnosis(probe)

@@ -5,6 +5,7 @@ import torch
 
 from autograder.grading.checklib import expect_reference_output, randn, student_forward
 from .common import expect_parameters, expect_seeded_first_row, expect_weight_rows, self_attention_mistakes
+from autograder.grading.checklib import diagnosis, observe_module
 
 NAME = "SelfAttention_v1"
 HINT = "Use nn.Parameter(torch.rand(d_in, d_out)) for W_query, W_key and W_value."
@@ -29,6 +30,7 @@ def test_reference_values(student, reference, rng, tokens):
 
 
 @pytest.mark.fixed_inputs("test_reference_values")
+@pytest.mark.after("test_parameters")  # a wrong order or layout is named there
 def test_canonical_seeded_values(student):
     """Gives the expected values for torch.manual_seed(123) on the notebook's sentence"""
     expect_seeded_first_row(student, NAME, 123, [0.2996, 0.8053],
@@ -38,3 +40,11 @@ def test_canonical_seeded_values(student):
 def test_weight_rows(student, reference, rng):
     """Each token's attention weights are positive and sum to 1"""
     expect_weight_rows(student, reference, NAME, (6, 6), rng, "W_value", torch.eye(6))
+
+
+def probe(student, rng):
+    """d_in 5, d_out 3, on 7 tokens and on 2."""
+    yield from observe_module(student, rng, NAME, (5, 3), inputs=[(randn(rng, 7, 5),), (randn(rng, 2, 5),)])
+
+
+test_diagnosis = diagnosis(probe)

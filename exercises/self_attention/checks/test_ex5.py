@@ -5,6 +5,7 @@ import torch
 
 from autograder.grading.checklib import expect_reference_output, randn, student_forward
 from .common import expect_parameters, expect_seeded_first_row, expect_weight_rows, self_attention_mistakes
+from autograder.grading.checklib import diagnosis, observe_module
 
 NAME = "SelfAttention_v2"
 HINT = "Use nn.Linear(d_in, d_out, bias=qkv_bias) for W_query, W_key and W_value."
@@ -34,6 +35,7 @@ def test_reference_values(student, reference, rng, qkv_bias):
 
 
 @pytest.mark.fixed_inputs("test_reference_values")
+@pytest.mark.after("test_layers")  # a wrong order or layout is named there
 def test_canonical_seeded_values(student):
     """Gives the expected values for torch.manual_seed(789) on the notebook's sentence"""
     expect_seeded_first_row(student, NAME, 789, [-0.0739, 0.0713],
@@ -43,3 +45,13 @@ def test_canonical_seeded_values(student):
 def test_weight_rows(student, reference, rng):
     """Each token's attention weights are positive and sum to 1"""
     expect_weight_rows(student, reference, NAME, (6, 6), rng, "W_value.weight", torch.eye(6))
+
+
+def probe(student, rng):
+    """d_in 5, d_out 3, with and without qkv_bias, on 7 tokens and on 2."""
+    for bias in (True, False):
+        yield from observe_module(student, rng, NAME, (5, 3), {"qkv_bias": bias},
+                                  inputs=[(randn(rng, 7, 5),), (randn(rng, 2, 5),)])
+
+
+test_diagnosis = diagnosis(probe)

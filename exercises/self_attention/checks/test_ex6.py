@@ -5,6 +5,7 @@ import torch
 from autograder.grading.verdict import close, expect_close, expect_tensor, fail, shape_text
 
 from autograder.grading.checklib import randn
+from autograder.grading.checklib import diagnosis
 
 NAME = "copy_weights_v2_to_v1"
 PARTS = ("W_query", "W_key", "W_value")
@@ -73,3 +74,15 @@ def test_same_outputs(student, rng):
     if not torch.allclose(out_v1, out_v2, atol=1e-5):
         fail("After the copy, sa_v1(x) and sa_v2(x) differ. If the weights are copied right, the two"
              " forward methods compute different things: compare Exercises 4 and 5.")
+
+
+def probe(student, rng):
+    """The copy between square layers, then between 5 -> 3 layers: sa_v1's and sa_v2's parameters after."""
+    for d_in, d_out in ((4, 4), (5, 3)):
+        v2, v1 = student.new("SelfAttention_v2", (d_in, d_out), seed=0), student.new("SelfAttention_v1", (d_in, d_out), seed=0)
+        student.load_parameters(v2, {f"{part}.weight": randn(rng, d_out, d_in) for part in PARTS})
+        student.call_with_modules(NAME, [v2, v1])
+        yield student.parameters(v1), student.parameters(v2)
+
+
+test_diagnosis = diagnosis(probe)

@@ -7,6 +7,7 @@ from autograder.grading.verdict import expect_tensor, fail
 
 from autograder.grading.checklib import expect_reference_output, paired, randn
 from .common import cross_attention_mistakes, expect_parameters, expect_weight_rows
+from autograder.grading.checklib import diagnosis, observe_module
 
 NAME = "CrossAttention"
 HINT = ("W_query and W_key are nn.Parameter(torch.rand(d_in, d_out_kq)), W_value is"
@@ -71,3 +72,12 @@ def test_second_input_is_looked_at(student, reference, rng):
 def test_weight_rows(student, reference, rng):
     """Each query token's weights over the tokens of x_2 are positive and sum to 1"""
     expect_weight_rows(student, reference, NAME, (5, 3, 5), rng, "W_value", randn(rng, 4, 5), torch.eye(5))
+
+
+def probe(student, rng):
+    """d_in 5, d_out_kq 3, d_out_v 4; x_1 of 4 tokens and x_2 of 6, then 2 and 2."""
+    yield from observe_module(student, rng, NAME, (5, 3, 4),
+                              inputs=[(randn(rng, 4, 5), randn(rng, 6, 5)), (randn(rng, 2, 5), randn(rng, 2, 5))])
+
+
+test_diagnosis = diagnosis(probe)

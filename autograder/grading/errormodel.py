@@ -1,0 +1,149 @@
+"""The error model: the known ways to get an exercise wrong, and the diagnosis that names one.
+
+Each known mistake is a *mutant*: the reference solution with a small edit, written in the
+assignment's folder (`exercises/<assignment>/errors.toml`) with the one message a student who
+made it should read:
+
+    [[mutant]]
+    exercise = "ex5"                      # the graded cell it belongs to
+    name = "cat-on-tokens"
+    message = "The heads are joined along the tokens (dim=1): ..."
+    edit = [{ old = "dim=-1)", new = "dim=1)" }]   # in region <exercise>_answer, or give `cell`
+
+A diagnosis is behavioural. The exercise's *probe* (a generator of a `student` and an rng that
+yields plain observations: shapes, outputs, the text of an error) runs against the student, the
+reference, every mutant and every pair of mutants, all with the same random inputs. The
+student's observations equal to a mutant's name its mistake; equal to a pair's, both. Mutants
+are the reference with an edit, so they run here, on the trusted side, through the same probe
+API (`NamespaceStudent`) as the student's code in its sandbox.
+"""
+import functools
+import itertools
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from autograder.authoring import reference as reference_module
+from autograder.inside.student import NamespaceStudent
+from autograder.wire import StudentError
+from autograder.grading.verdict import ATOL, RTOL
+
+ERRORS = "errors.toml"
+
+
+class ErrorModelError(ValueError):
+    """errors.toml is malformed, or a mutant's edit does not apply (the instructor's problem)."""
+
+
+@dataclass(frozen=True)
+class Mutant:
+    exercise: str
+    name: str
+    message: str
+    edits: tuple  # ((region, old, new), ...)
+
+
+@dataclass(frozen=True)
+class Failed:
+    """An observation: the code under probe raised; `text` is what it raised."""
+    text: str
+
+
+def load(folder):
+    """{exercise: [Mutant, ...]} from `folder`/errors.toml ({} when there is none)."""
+    path = Path(folder) / ERRORS
+    if not path.is_file():
+        return {}
+    return _load(str(path), path.stat().st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=8)
+def _load(path, _mtime):
+    try:
+        raw = tomllib.loads(Path(path).read_text())
+    except tomllib.TOMLDecodeError as error:
+        raise ErrorModelError(f"{path} is not valid TOML: {error}") from None
+    model, names = {}, set()
+    for number, entry in enumerate(raw.get("mutant", []), 1):
+        missing = [key for key in ("exercise", "name", "message", "edit") if not entry.get(key)]
+        if missing:
+            raise ErrorModelError(f"{path}: mutant {number} has no {', '.join(missing)}")
+        if (entry["exercise"], entry["name"]) in names:
+            raise ErrorModelError(f"{path}: two mutants of {entry['exercise']} are named {entry['name']!r}")
+        names.add((entry["exercise"], entry["name"]))
+        edits = tuple((edit.get("cell", f"{entry['exercise']}_answer"), edit["old"], edit["new"])
+                      for edit in entry["edit"])
+        model.setdefault(entry["exercise"], []).append(
+            Mutant(entry["exercise"], entry["name"], entry["message"].strip(), edits))
+    return model
+
+
+def namespace(solutions, mutants=()):
+    """The reference's definitions with the edits of `mutants` made (None if they clash)."""
+    edits = tuple(edit for mutant in mutants for edit in mutant.edits)
+    try:
+        return reference_module.load(solutions, edits)
+    except reference_module.EditError:
+        if len(mutants) == 1:  # one mutant must always apply: a stale error model
+            raise ErrorModelError(f"mutant {mutants[0].name!r} does not apply to {solutions}") from None
+        return None  # two edits of the same line cannot be combined: not a pair to try
+
+
+def observe(probe, student, seed):
+    """What `probe` sees of `student` with inputs from `seed`: its observations, the last one a
+    `Failed` if the code under probe raised."""
+    seen = []
+    rng = torch.Generator().manual_seed(seed)
+    try:
+        for value in probe(student, rng):
+            seen.append(value)
+    except StudentError as error:
+        seen.append(Failed(str(error)))
+    return seen
+
+
+def same(a, b):
+    """Observations alike: tensors of one shape and dtype kind, close (NaN where NaN), the rest equal."""
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)) or a.shape != b.shape:
+            return False
+        if a.is_floating_point() != b.is_floating_point():
+            return False
+        return bool(torch.allclose(a.double(), b.double(), rtol=RTOL, atol=ATOL, equal_nan=True))
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same(a[key], b[key]) for key in a)
+    return type(a) is type(b) and a == b
+
+
+def candidates(mutants, pairs=True):
+    """The mutants one by one, then every pair of them."""
+    yield from ((mutant,) for mutant in mutants)
+    if pairs:
+        yield from itertools.combinations(mutants, 2)
+
+
+def recognise(seen, probe, solutions, mutants, seed, resources=None, pairs=True):
+    """The mutant (or pair of mutants) whose observations equal `seen`, as a tuple; () when
+    `seen` is the reference's own or matches none of them. Singles are tried before pairs."""
+    def observations(chosen):
+        ns = namespace(solutions, chosen)
+        return None if ns is None else observe(probe, NamespaceStudent(vars(ns), resources), seed)
+
+    if same(seen, observations(())):
+        return ()
+    for chosen in candidates(mutants, pairs):
+        theirs = observations(chosen)
+        if theirs is not None and same(seen, theirs):
+            return chosen
+    return ()
+
+
+def message(chosen):
+    """What the student reads for the recognised mutant or pair."""
+    if len(chosen) == 1:
+        return chosen[0].message
+    return "Two things to fix here. " + " ".join(f"({n}) {m.message}" for n, m in enumerate(chosen, 1))
