@@ -66,7 +66,7 @@ def test_bundle_grades_a_submission(bundle, tmp_path):
     assert results["score"] == pytest.approx(sum(scores.values()), abs=0.02)
     ex3 = next(test for test in results["tests"] if test["extra_data"]["grade_id"] == "ex3")
     assert ex3["name"] == "Exercise 3: A causal attention module"  # what students see on Gradescope
-    assert ex3["status"] == "failed" and "softmax ran over the wrong dimension" in ex3["output"]
+    assert ex3["status"] == "failed" and "Softmax runs over dim=1" in ex3["output"]
     assert results["output"].splitlines()[0] == f"{results['score']:g} / 26 points"
 
 

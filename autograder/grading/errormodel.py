@@ -126,20 +126,36 @@ def candidates(mutants, pairs=True):
         yield from itertools.combinations(mutants, 2)
 
 
+_seen_cache = {}  # (solutions, mutants, probe, seed) -> observations: the same for every student of a run
+
+
+def observations_of(solutions, chosen, probe, seed, resources=None):
+    """What `probe` sees of the reference with the edits of `chosen` (None if they clash)."""
+    key = (str(solutions), chosen, probe, seed)
+    if key not in _seen_cache:
+        if len(_seen_cache) > 20_000:
+            _seen_cache.clear()
+        ns = namespace(solutions, chosen)
+        _seen_cache[key] = None if ns is None else observe(probe, NamespaceStudent(vars(ns), resources), seed)
+    return _seen_cache[key]
+
+
 def recognise(seen, probe, solutions, mutants, seed, resources=None, pairs=True):
     """The mutant (or pair of mutants) whose observations equal `seen`, as a tuple; () when
-    `seen` is the reference's own or matches none of them. Singles are tried before pairs."""
-    def observations(chosen):
-        ns = namespace(solutions, chosen)
-        return None if ns is None else observe(probe, NamespaceStudent(vars(ns), resources), seed)
+    `seen` is the reference's own or matches none of them. Singles are tried first (the
+    error model's test makes sure the probe tells them apart). A pair is named only when no
+    other pair behaves the same: when mistakes hide each other, a guess would mislead."""
+    def alike(chosen):
+        theirs = observations_of(solutions, chosen, probe, seed, resources)
+        return theirs is not None and same(seen, theirs)
 
-    if same(seen, observations(())):
+    if alike(()):
         return ()
-    for chosen in candidates(mutants, pairs):
-        theirs = observations(chosen)
-        if theirs is not None and same(seen, theirs):
-            return chosen
-    return ()
+    single = next((chosen for chosen in candidates(mutants, pairs=False) if alike(chosen)), None)
+    if single or not pairs:
+        return single or ()
+    matching = [chosen for chosen in itertools.combinations(mutants, 2) if alike(chosen)]
+    return matching[0] if len({message(chosen) for chosen in matching}) == 1 else ()
 
 
 def message(chosen):
