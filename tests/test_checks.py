@@ -154,3 +154,28 @@ def test_a_check_session_recovers_from_an_interrupted_run(solved):
         assert outcome(session.run(NamespaceStudent(solved), 2)) == expected
     finally:
         session.close()
+
+
+def test_a_students_error_names_their_line_and_says_what_went_wrong():
+    """An error in the student's cell names the line it came from (IPython's cell file names)
+    and, for common errors, says what went wrong in the student's terms; a misspelled name is
+    pointed out."""
+    import linecache
+
+    from autograder.grading.plugin import message_of
+    from autograder.wire import StudentError
+
+    source = "import torch\n\ndef scores(x, w):\n    return x @ w\n"
+    filename = "<ipython-input-1-0123abcd>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    namespace = {}
+    exec(compile(source, filename, "exec"), namespace)
+    namespace["CausalAtention"] = type("CausalAtention", (), {})
+    student = NamespaceStudent(namespace)
+    with pytest.raises(StudentError) as raised:
+        student.call("scores", torch.ones(6, 3), torch.ones(2, 3))
+    assert str(raised.value).endswith("(your line 4: return x @ w)")
+    message = message_of(raised)
+    assert "a 6x3 and a 2x3 matrix, but the inner sizes (3 and 2) must be equal" in message
+    with pytest.raises(StudentError, match="defines `CausalAtention`: is that it, spelled differently"):
+        student.new("CausalAttention")

@@ -19,6 +19,7 @@ API (`NamespaceStudent`) as the student's code in its sandbox.
 """
 import functools
 import itertools
+import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +32,7 @@ from autograder.wire import StudentError
 from autograder.grading.verdict import ATOL, RTOL
 
 ERRORS = "errors.toml"
+WHERE = re.compile(r" \(your line \d+: .*\)$")  # where a student's error happened (inside/student.py)
 
 
 class ErrorModelError(ValueError):
@@ -100,7 +102,7 @@ def observe(probe, student, seed):
         for value in probe(student, rng):
             seen.append(value)
     except StudentError as error:
-        seen.append(Failed(str(error)))
+        seen.append(Failed(WHERE.sub("", str(error))))  # the same error, whatever line of whose code raised it
     return seen
 
 

@@ -4,6 +4,8 @@ Everything here runs in the grader's process on plain data. A failing check
 calls `fail(message)`: the message is what the student reads, so it says what
 is wrong and the likely mistake, never how the check works.
 """
+import re
+
 import pytest
 import torch
 
@@ -130,7 +132,30 @@ def use_hints(hints):
     _assignment_hints = tuple(hints)
 
 
+# Common errors said in the student's terms, with the sizes from the error itself; tried first.
+TRANSLATIONS = (
+    (re.compile(r"mat1 and mat2 shapes cannot be multiplied \((\d+)x(\d+) and (\d+)x(\d+)\)"),
+     "A matrix product got a {0}x{1} and a {2}x{3} matrix, but the inner sizes ({1} and {2}) must be equal:"
+     " check what you transpose, and the (in, out) sizes of each layer or weight."),
+    (re.compile(r"Expected size for first two dimensions of batch2 tensor to be: \[(\d+), (\d+)\] but got: \[(\d+), (\d+)\]"),
+     "A batched matrix product got tensors whose sizes do not fit: check which dimensions you swap."
+     " For a batch of matrices, transpose the last two (transpose(-2, -1)); .T reverses every dimension."),
+    (re.compile(r"shape '\[([-\d, ]+)\]' is invalid for input of size (\d+)"),
+     "view/reshape asked for the shape [{0}], which does not hold the tensor's {1} numbers: check the sizes"
+     " you pass, and which tensor you pass them to."),
+    (re.compile(r"cannot assign module before Module.__init__\(\) call|has no attribute '_modules'"),
+     "Call super().__init__() first in __init__, before creating any layer or parameter."),
+    (re.compile(r"'(Parameter|Tensor)' object is not callable"),
+     "A tensor is called like a function. A layer (nn.Linear) is called, self.W_query(x); a matrix"
+     " (nn.Parameter) is multiplied, x @ self.W_query."),
+)
+
+
 def hint_for(message):
+    for pattern, template in TRANSLATIONS:
+        found = pattern.search(message)
+        if found:
+            return template.format(*found.groups())
     for pattern, hint in (*_assignment_hints, *ERROR_HINTS):
         if pattern in message:
             return hint

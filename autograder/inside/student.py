@@ -14,6 +14,7 @@ When the student's code raises, a probe raises `StudentError`, whose message is
 written for the student.
 """
 import copy
+import traceback
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -51,6 +52,24 @@ def _short(error):
     return first if len(first) <= 300 else first[:297] + "..."
 
 
+def _where(error):
+    """' (your line N: code)': the last line of the student's own cells the error passed
+    through (IPython names cells <ipython-input-...>), or '' when it never reached them."""
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename.startswith("<ipython-input-")]
+    if not frames or not (frames[-1].line or "").strip():
+        return ""
+    code = frames[-1].line.strip()
+    return f" (your line {frames[-1].lineno}: {code if len(code) <= 120 else code[:117] + '...'})"
+
+
+def _close_names(name, namespace):
+    """' Your notebook defines `X`: ...' when a defined name looks like a misspelling of `name`."""
+    import difflib
+
+    found = difflib.get_close_matches(name, [key for key in namespace if not key.startswith("_")], n=1, cutoff=0.8)
+    return f" Your notebook defines `{found[0]}`: is that it, spelled differently?" if found else ""
+
+
 class _CpuWatch(TorchDispatchMode):
     """Records operations that touch a CPU tensor while the module runs on meta."""
 
@@ -78,14 +97,15 @@ class NamespaceStudent:
     # -- helpers -----------------------------------------------------------
     def _get(self, name):
         if name not in self.namespace:
-            raise StudentError(f"`{name}` is not defined. Did the cell that defines it run without errors?")
+            raise StudentError(f"`{name}` is not defined. Did the cell that defines it run without errors?"
+                               + _close_names(name, self.namespace))
         return self.namespace[name]
 
     def _run(self, what, function, *args, **kwargs):
         try:
             return function(*args, **kwargs)
         except Exception as error:  # the student's code failed: report, don't crash
-            raise StudentError(f"{what} raised {_short(error)}") from None
+            raise StudentError(f"{what} raised {_short(error)}{_where(error)}") from None
 
     def _module(self, handle):
         return self._objects[handle]
