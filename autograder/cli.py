@@ -77,6 +77,11 @@ def cmd_validate(args):
     for name, problems in report.problems.items():
         for problem in problems:
             console.print(f"[red]{name}[/red]: {problem}")
+    model = report.error_model
+    if model is not None and model.mutants:
+        console.print(f"Error model: {model.mutants} known mistakes, each seen by its exercise's probe and named as"
+                      f" itself{'' if 'error model' not in report.problems else ' except as listed above'};"
+                      f" {model.pairs_named} of {model.pairs} pairs that run to the end are named as both.")
     if report.diagnoses:
         named = sum(not found for found in report.diagnoses.values())
         public = [name for name in report.diagnoses if name in report.from_public_code]

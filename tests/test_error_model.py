@@ -1,11 +1,8 @@
 """The error model (grading/errormodel.py): mutants apply, probes tell them apart, and the
 diagnosis check names them in place of the cell's other messages. In process, no sandbox."""
-import importlib
-import itertools
-import sys
-
 import pytest
 
+from autograder.authoring.errorcheck import check_error_model
 from autograder.course import copy_assignment
 from autograder.grading import errormodel
 from autograder.grading.plugin import CheckResult
@@ -16,51 +13,14 @@ from autograder.inside.student import NamespaceStudent
 from helpers import assignment_of
 
 ASSIGNMENTS = ("causal_attention", "self_attention")
-SEED = 11
 
 
-def probe_of(assignment, exercise):
-    """The probe the exercise's diagnosis check runs (closed over by `test_diagnosis`)."""
-    sys.path.insert(0, str(assignment.folder.parent))
-    try:
-        module = importlib.import_module(f"{assignment.name}.checks.test_{exercise}")
-    finally:
-        sys.path.remove(str(assignment.folder.parent))
-    check = module.test_diagnosis
-    return next(cell.cell_contents for cell in check.__closure__ if getattr(cell.cell_contents, "__name__", "") == "probe")
-
-
-def observations(assignment, probe, chosen):
-    ns = errormodel.namespace(assignment.solutions, chosen)
-    return None if ns is None else errormodel.observe(probe, NamespaceStudent(vars(ns), assignment.resources()), SEED)
-
-
-def exercises(name):
-    assignment = assignment_of(name=name)
-    return [(name, exercise) for exercise in errormodel.load(assignment.folder)]
-
-
-ALL = [case for name in ASSIGNMENTS for case in exercises(name)]
-
-
-@pytest.mark.parametrize("name, exercise", ALL, ids=[f"{n}-{e}" for n, e in ALL])
-def test_every_mutant_is_seen_and_named_as_itself(name, exercise):
+@pytest.mark.parametrize("name", ASSIGNMENTS)
+def test_every_mutant_is_seen_and_named_as_itself(name):
     """Each mutant's edit applies, the probe sees it differ from the reference and from every
-    other mutant, and the diagnosis names exactly it."""
-    assignment = assignment_of(name=name)
-    mutants = errormodel.load(assignment.folder)[exercise]
-    probe = probe_of(assignment, exercise)
-    reference = observations(assignment, probe, ())
-    assert reference and not any(isinstance(seen, errormodel.Failed) for seen in reference), reference
-    seen_by = {}
-    for mutant in mutants:
-        seen = observations(assignment, probe, (mutant,))
-        assert not errormodel.same(seen, reference), f"the probe cannot see {mutant.name}"
-        twins = [other for other, theirs in seen_by.items() if errormodel.same(seen, theirs)]
-        assert not twins, f"the probe cannot tell {mutant.name} from {twins}"
-        seen_by[mutant.name] = seen
-        chosen = errormodel.recognise(seen, probe, assignment.solutions, mutants, SEED, assignment.resources())
-        assert [m.name for m in chosen] == [mutant.name]
+    other mutant, and the diagnosis names exactly it (what `autograder validate` reports)."""
+    report = check_error_model(assignment_of(name=name), pairs=False)
+    assert report.problems == [] and report.mutants >= 40
 
 
 @pytest.mark.slow
@@ -70,21 +30,43 @@ def test_two_mistakes_are_named_as_both(name):
     the pair, and none is named as another pair. (A pair that crashes is named by the mistake
     that crashes first; one mistake can also make another invisible, such as a mask that is
     discarded and also inverted: then what the student sees is the first one's doing.)"""
-    assignment = assignment_of(name=name)
-    themselves = total = 0
-    for _, exercise in exercises(name):
-        mutants = errormodel.load(assignment.folder)[exercise]
-        probe = probe_of(assignment, exercise)
-        for pair in itertools.combinations(mutants, 2):
-            seen = observations(assignment, probe, pair)
-            if seen is None or isinstance(seen[-1], errormodel.Failed):
-                continue
-            named = errormodel.recognise(seen, probe, assignment.solutions, mutants, SEED, assignment.resources())
-            assert len(named) < 2 or named == pair, (pair, named)
-            themselves += named == pair
-            total += 1
-    print(f"{name}: {themselves} of {total} pairs that run to the end are named as themselves")
-    assert total >= 50 and themselves >= 0.9 * total, f"{themselves} of {total} pairs are named as themselves"
+    report = check_error_model(assignment_of(name=name))
+    print(f"{name}: {report.pairs_named} of {report.pairs} pairs that run to the end are named as themselves")
+    assert report.problems == []
+    assert report.pairs >= 50 and report.pairs_named >= 0.9 * report.pairs
+
+
+def test_the_error_model_check_finds_what_is_wrong(tmp_path):
+    """A mutant the probe cannot see, two it cannot tell apart, and an exercise whose checks have
+    no diagnosis are each reported."""
+    assignment = copy_assignment(assignment_of(), tmp_path / "course")
+    errors = assignment.folder / errormodel.ERRORS
+    errors.write_text(errors.read_text() + """
+[[mutant]]
+exercise = "ex1"
+name = "comment-only"
+message = "x"
+edit = [{ old = "n = qkt.shape[-1]", new = "n = qkt.shape[-1]  # the same" }]
+
+[[mutant]]
+exercise = "ex6"
+name = "plus-zero"
+message = "x"
+edit = [{ old = "return self.projection(context)", new = "return self.projection(context) + 0.0" }]
+
+[[mutant]]
+exercise = "ex4"
+name = "no-probe"
+message = "x"
+edit = [{ cell = "ex4_script", old = "x_batch = torch.randn(20, 100, 512)", new = "x_batch = torch.randn(20, 100, 511)" }]
+""")
+    problems = check_error_model(assignment, pairs=False).problems
+    assert "ex1: the probe cannot see mutant 'comment-only'" in problems
+    assert "ex6: the probe cannot see mutant 'plus-zero'" in problems
+    assert any(p.startswith("ex4: mutants but no diagnosis check") for p in problems)
+    errors.write_text(errors.read_text().replace('new = "return self.projection(context) + 0.0"', 'new = "return context"'))
+    problems = check_error_model(assignment, pairs=False).problems
+    assert "ex6: the probe cannot tell 'plus-zero' from 'no-output-projection'" in problems
 
 
 def test_a_stale_or_malformed_error_model_is_named(tmp_path):

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import nbformat
 
+from autograder.authoring.errorcheck import check_error_model
 from autograder.authoring.corpus import SOLUTIONS, STUBS, check_outcomes, diagnose, judge, load, write_submissions
 from autograder.course import copy_assignment
 from autograder.record import GRADED
@@ -66,6 +67,7 @@ class Validation:
     diagnoses: dict = field(default_factory=dict)  # mistake name -> [what its student reads that is wrong]
     diagnoses_min: float = DIAGNOSES_MIN
     from_public_code: set = field(default_factory=set)  # names of the entries with a `source`
+    error_model: object = None  # authoring/errorcheck.ErrorModelReport
 
     @property
     def named(self):
@@ -109,6 +111,9 @@ def grade_corpus(assignment, folder, seed, jobs, out_dir, only=None, unsafe_no_s
     results = {r.student_id: r for r in report.results}
     validation = summarize(assignment.name, seed, cells, entries, results, report.seconds, assignment.builds_on)
     validation.diagnoses_min = float(assignment.settings.get("validate", {}).get("diagnoses_named_min", DIAGNOSES_MIN))
+    validation.error_model = check_error_model(assignment)
+    if validation.error_model.problems:
+        validation.problems["error model"] = validation.error_model.problems
     return validation
 
 
