@@ -50,8 +50,13 @@ def test_keeps_the_shape(student, rng):
     drifted = subprocess.run([sys.executable, "-m", "autograder.cli", "validate", "warmup"], cwd=course,
                              capture_output=True, text=True)
     assert drifted.returncode != 0 and "'ex1-returns-x'" in drifted.stdout  # the corpus must follow the edit
-    corpus = course / "exercises" / "warmup" / "corpus.toml"
-    corpus.write_text(corpus.read_text().replace("old = \"return x * factor\"", "old = \"return factor * x\""))
+    for name in ("corpus.toml", "errors.toml"):
+        path = course / "exercises" / "warmup" / name
+        path.write_text(path.read_text().replace("old = \"return x * factor\"", "old = \"return factor * x\""))
+        if name == "corpus.toml":  # and so must the error model
+            drifted = subprocess.run([sys.executable, "-m", "autograder.cli", "validate", "warmup"], cwd=course,
+                                     capture_output=True, text=True)
+            assert drifted.returncode != 0 and "mutant 'adds-factor' does not apply" in drifted.stdout, drifted.stdout
     for name in ("warmup", "scaling"):
         assert (course / "release" / name / f"{name}.ipynb").is_file()
         out = autograder("validate", name, cwd=course)

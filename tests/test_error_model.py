@@ -140,3 +140,25 @@ def test_a_diagnosis_outranks_other_named_checks():
     cell = CellResult("ex3", checks)
     one_cause_per_cell({"ex3": cell})
     assert [c.message for c in cell.checks] == ["Nothing is masked.", "", ""]
+
+
+def test_the_language_model_is_checked_with_the_students_own_attention(solved):
+    """A wrong attention module (Exercise 6) under a right language model: the model's own code is
+    found right with the student's attention inside, and the student is told to fix Exercise 6."""
+    from autograder.grading.rootcause import root_cause_once
+
+    assignment = assignment_of()
+    namespace = mutated_namespace(assignment, solved, "ex6", "scaled-by-d-out")
+    cells = run_checks(assignment, NamespaceStudent(namespace, assignment.resources()), ["ex6", "ex8_model"], seed=4)
+    one_cause_per_cell(cells)
+    root_cause_once(cells, assignment.builds_on)
+    lm = cells["ex8_model"]
+    assert lm.fraction < 1
+    said = [c.message for c in lm.checks if c.message]
+    assert len(said) == 1 and said[0].startswith("Your language model itself is put together right")
+    model = errormodel.load(assignment.folder)
+    pick = lambda exercise, name: next(m for m in model[exercise] if m.name == name)
+    edited = errormodel.namespace(assignment.solutions, (pick("ex6", "scaled-by-d-out"), pick("ex8_model", "no-positions")))
+    both = {**solved, **{key: value for key, value in vars(edited).items() if not key.startswith("__")}}
+    cells = run_checks(assignment, NamespaceStudent(both, assignment.resources()), ["ex8_model"], seed=4)
+    assert not any(c.diagnosis for c in cells["ex8_model"].checks)  # its own code is wrong too: not said right

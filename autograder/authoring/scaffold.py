@@ -95,6 +95,7 @@ def scale(x, factor):
 CHECK_PY = '''"""Exercise 1: scale(x, factor)."""
 import torch
 
+from autograder.grading.checklib import diagnosis
 from autograder.grading.verdict import expect_close, expect_tensor, fail
 
 
@@ -105,6 +106,24 @@ def test_scales_every_element(student, rng):
     if torch.allclose(got, x):
         fail("scale(x, 2.5) returned x unchanged: multiply it by `factor`.")
     expect_close(got, x * 2.5, "scale(x, 2.5)", "Multiply every element of x by `factor`.")
+
+
+def probe(student, rng):
+    """What the error model (errors.toml) compares: scale on a random matrix."""
+    yield student.call("scale", torch.randn(3, 4, generator=rng), 2.5)
+
+
+test_diagnosis = diagnosis(probe)  # last: names a known mistake when a check above failed
+'''
+
+ERRORS_TOML = '''# The error model: known mistakes as small edits of the reference, each with the message its
+# student reads (see the README). `autograder validate` checks that the probe tells them apart.
+
+[[mutant]]
+exercise = "ex1"
+name = "adds-factor"
+message = "x + factor adds the factor to every element; scaling multiplies: x * factor."
+edit = [{ old = "return x * factor", new = "return x + factor" }]
 '''
 
 CORPUS_TOML = '''# Realistic mistakes and correct answers in other styles, graded by `autograder validate`.
@@ -117,6 +136,14 @@ outcome = "mistake"
 about = "returns x without scaling it"
 diagnostic = "unchanged"
 edit = [{ cell = "ex1_answer", old = "return x * factor", new = "return x" }]
+
+[[entry]]
+name = "ex1-adds-factor"
+exercise = "ex1"
+outcome = "mistake"
+about = "adds the factor instead of multiplying"
+diagnostic = "scaling multiplies"
+edit = [{ cell = "ex1_answer", old = "return x * factor", new = "return x + factor" }]
 
 [[entry]]
 name = "ex1-alt-mul"
@@ -173,6 +200,7 @@ def new_assignment(course, name, title=None):
     (folder / "notebook.md").write_text(NOTEBOOK_MD.format(title=title))
     (folder / "checks" / "test_ex1.py").write_text(CHECK_PY)
     (folder / "corpus.toml").write_text(CORPUS_TOML)
+    (folder / "errors.toml").write_text(ERRORS_TOML)
     (folder / "examples.toml").write_text(EXAMPLES_TOML)
     solutions.parent.mkdir(exist_ok=True)
     solutions.write_text(SOLUTIONS_PY.format(name=name))

@@ -100,11 +100,11 @@ def diagnosis(probe, pairs=True):
     from autograder.grading.plugin import grade_id_of
 
     @pytest.mark.diagnosis
-    def test_diagnosis(request, student, error_model, solutions, resources, seed, cell_failed):
+    def test_diagnosis(request, student, error_model, solutions, resources, seed, cell_failed, upstream_failed):
         """Your answer, compared with the common mistakes for this exercise"""
         mutants = error_model.get(grade_id_of(request.node))
-        if not cell_failed or not mutants or getattr(student, "lost", None):
-            return  # nothing failed, nothing known, or the student's process is gone
+        if not cell_failed or upstream_failed or not mutants or getattr(student, "lost", None):
+            return  # nothing failed; the cause is upstream (grading/rootcause.py says so); nothing known; or gone
         seen = errormodel.observe(probe, student, seed)
         chosen = errormodel.recognise(seen, probe, solutions, mutants, seed, resources, pairs)
         if chosen:

@@ -107,6 +107,12 @@ class GradingPlugin:
         return any(r.grade_id == grade_id and not r.passed for r in self.results)
 
     @pytest.fixture
+    def upstream_failed(self, request):
+        """Whether a cell this test's cell builds on (`[builds_on]`) has a failing check so far."""
+        upstream = set(self.assignment.builds_on.get(grade_id_of(request.node), ()))
+        return any(r.grade_id in upstream and not r.passed for r in self.results)
+
+    @pytest.fixture
     def seed(self, request):
         return (self.run_seed * 1_000_003 + zlib.crc32(request.node.name.encode())) % 2**31
 

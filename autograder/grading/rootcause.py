@@ -47,8 +47,13 @@ def root_cause_once(cells, builds_on):
         if not broken:
             continue
         message = upstream_message(broken)
-        for check in cell.checks:
-            if not check.passed:
+        failing = [check for check in cell.checks if not check.passed]
+        kept = next((check for check in failing  # a diagnosis that already found the upstream cause
+                     if getattr(check, "diagnosis", False) and UPSTREAM.search(check.message)), None)
+        for check in failing:
+            if kept is not None:
+                check.message = check.message if check is kept else ""
+            else:
                 check.message, message = message, ""  # said once, on the first failing check
     return cells
 

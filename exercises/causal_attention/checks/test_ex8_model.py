@@ -3,9 +3,10 @@ import pytest
 import torch
 
 from autograder.wire import StudentError
-from autograder.grading.verdict import expect_tensor, fail, hint_for
+from autograder.grading.verdict import close, expect_tensor, fail, hint_for
 
-from autograder.grading.checklib import diagnosis, expect_reference_output, observe_module, paired, student_forward
+from autograder.grading.checklib import (diagnosis, expect_reference_output, observe_module, paired, random_parameters,
+                                         student_forward)
 from .common import expect_moves_to_meta, language_model_mistakes
 
 NAME = "BadLM_V2"
@@ -98,6 +99,47 @@ def test_positions_on_input_device(student, rng):
     """Positions are created on the input's device; everything moves with the model"""
     handle = student.new(NAME, ARGS)
     expect_moves_to_meta(student, handle, tokens(rng, 2, 6), NAME, (2, 6, 50))
+
+
+@pytest.mark.diagnosis
+def test_own_code_with_your_attention(student, rng, cell_failed, upstream_failed):
+    """Your language model, checked with your own attention module inside"""
+    # The model's own code, tested on its own while Exercise 6 fails: with the student's
+    # MultiHeadAttentionOneModule as `att`, the scores must be
+    # prediction_layer(att(token_embs(ids) + pos_embs(0..N-1))). When they are, the model is
+    # right and Exercise 6 is what to fix. (The reference never goes to the sandbox: the part
+    # around `att` is computed here from the parameters; `att` runs in the student's code.)
+    if not (cell_failed and upstream_failed):
+        return
+    try:
+        consistent = _consistent_with_own_attention(student, rng)
+    except (StudentError, pytest.fail.Exception):
+        return  # it cannot be told this way: the cell's own checks speak
+    if consistent:
+        fail("Your language model itself is put together right: with your own MultiHeadAttentionOneModule"
+             " inside, it computes exactly prediction_layer(att(token_embs(ids) + pos_embs(positions))). Its"
+             " scores differ from the expected ones because Exercise 6 does: fix Exercise 6 first.",
+             named=True)
+
+
+def _consistent_with_own_attention(student, rng):
+    handle = student.new(NAME, LAYER_ARGS, seed=0)
+    shapes = student.structure(handle).get("parameters", {})
+    wanted = {"token_embs.weight": [50, 12], "pos_embs.weight": [8, 12], "prediction_layer.weight": [50, 6],
+              "prediction_layer.bias": [50]}
+    if any(shapes.get(name) != shape for name, shape in wanted.items()):
+        return False
+    params = random_parameters(rng, shapes)
+    student.load_parameters(handle, params)
+    attention = student.new("MultiHeadAttentionOneModule", (12, 6, 3, 8), seed=0)
+    report = student.load_parameters(attention, {k[4:]: v for k, v in params.items() if k.startswith("att.")})
+    if report["missing"] or report["wrong_shape"] or report["extra"]:
+        return False
+    ids = tokens(rng, 2, 5)
+    embeddings = params["token_embs.weight"][ids] + params["pos_embs.weight"][:5]
+    inner = expect_tensor(student.forward(attention, embeddings), "att", shape=(2, 5, 6))
+    expected = inner @ params["prediction_layer.weight"].T + params["prediction_layer.bias"]
+    return close(expect_tensor(student.forward(handle, ids), "The scores", shape=(2, 5, 50)), expected)
 
 
 def probe(student, rng):
