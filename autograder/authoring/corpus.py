@@ -44,7 +44,10 @@ OUTCOMES = ("mistake", "alternative")
 FIELDS = {"name", "exercise", "outcome", "about", "diagnostic", "also", "edit", "code", "no_better_than",
           "second", "source"}
 # Messages that blame nothing: credit withheld until the code is also right on random inputs.
-NEUTRAL = re.compile(r"counts only once the same code is also right on other inputs")
+# Messages that never point at code: the withheld-credit note, and the honest "this matches no
+# mistake we know, here is where it differs" (a miss if nothing names the mistake, not misleading).
+NEUTRAL = re.compile(r"counts only once the same code is also right on other inputs"
+                     r"|matches none of the common mistakes the grader knows")
 
 
 class CorpusError(ValueError):

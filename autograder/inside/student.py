@@ -175,6 +175,7 @@ class NamespaceStudent:
             "is_module": True,
             "parameters": {name: list(p.shape) for name, p in params.items()},
             "parameter_count": sum(p.numel() for p in params.values()),
+            "frozen": sorted(name for name, p in params.items() if not p.requires_grad),
             "buffers": {name: list(b.shape) for name, b in module.named_buffers()},  # values: `buffers`
             "modules": {name: type(m).__name__ for name, m in module.named_modules() if name},
             "repeated_modules": sorted(

@@ -68,6 +68,11 @@ def expect_parameters(structure, expected, class_name, hint):
     for name, shape in expected.items():
         if got[name] != list(shape):
             fail(f"In your {class_name}, {name} has shape {tuple(got[name])}; expected {tuple(shape)}. {hint}")
+    frozen = [name for name in structure.get("frozen", ()) if name in expected]
+    if frozen:
+        fail(f"In your {class_name}, {', '.join(frozen)} {'is' if len(frozen) == 1 else 'are'} frozen"
+             " (requires_grad=False), so training would never change them: create them as plain"
+             " nn.Parameter(...), which are trainable.", named=True)
     if list(got) != list(expected):
         fail(f"Your {class_name} creates its parameters in the order {list(got)}; create them in the"
              f" order {list(expected)}, so that a seed gives everyone the same start.")

@@ -65,6 +65,7 @@ def test_weights_copied(student, rng, d_in, d_out):
     expect_copied(weights, before, after, d_in, d_out)
 
 
+@pytest.mark.after("test_weights_copied")
 def test_same_outputs(student, rng):
     """Afterwards sa_v1(x) equals sa_v2(x)"""
     v2, v1, _, _, _ = copy_with_student_code(student, rng, 5, 3)
