@@ -1,13 +1,16 @@
 """Per-submission time of two versions of the grader, side by side in one run.
 
-    python benchmarks/overhead_ab.py --base REV [--n 8] [--rounds 5]
+    python benchmarks/overhead_ab.py --base REV [--n 8] [--rounds 5] [--class demo|realistic]
 
 Checks out REV in a temporary git worktree and grades the same notebooks with
 `autograder grade --jobs 1` from that tree and from this one, alternating round
 by round so that drift in the machine's speed hits both alike. Prints, per kind
 of student (ada right, ben and cy wrong, dee the untouched release), the median
 time per submission of each version and their difference. Used to show that a
-change keeps the per-submission overhead within the machine's noise.
+change keeps the per-submission overhead within the machine's noise. With
+`--class realistic` the notebooks are the realistic class (every corpus mistake and
+alternative, slow, crashing and looping answers, the untouched release: see
+tests/helpers.py), where nearly every submission has a mistake to diagnose.
 """
 import argparse
 import os
@@ -34,9 +37,10 @@ def grade(tree, course, out):
                           cwd=course, env=env, capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"grading with {tree} failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
-    times = {kind: [] for kind in KINDS}
+    times = {}
     for result in all_results(out):  # the on-disk format has not changed since the base revisions
-        times[result.student_id.split("_")[1]].append(result.execution_time)
+        kind = result.student_id.split("_", 1)[1]
+        times.setdefault(kind if kind in KINDS else "realistic class", []).append(result.execution_time)
     return times
 
 
@@ -45,6 +49,7 @@ def main():
     parser.add_argument("--base", required=True, help="the git revision to compare this tree with")
     parser.add_argument("--n", type=int, default=8, help="notebooks per round (default 8)")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--class", dest="kind", choices=["demo", "realistic"], default="demo")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="overhead-ab-"))
     base = tmp / "base"
@@ -52,25 +57,32 @@ def main():
                    capture_output=True)
     try:
         trees = {"base": base, "this": HERE}
-        courses = {"this": make_course(tmp / "this", args.n)}
+        if args.kind == "realistic":
+            sys.path.insert(0, str(HERE / "tests"))
+            from helpers import make_realistic_class
+
+            courses = {"this": make_realistic_class(tmp / "this", args.n)[0]}
+        else:
+            courses = {"this": make_course(tmp / "this", args.n)}
         # The same notebooks, with the base's own checks (they follow the engine's API of their time).
         courses["base"] = tmp / "base-course"
         shutil.copytree(courses["this"], courses["base"])
         if (base / "exercises").is_dir():
             shutil.rmtree(courses["base"] / "exercises")
             shutil.copytree(base / "exercises", courses["base"] / "exercises")
-        times = {name: {kind: [] for kind in KINDS} for name in trees}
+        times = {name: {} for name in trees}
         for round_ in range(args.rounds):
             for name in (trees if round_ % 2 == 0 else reversed(list(trees))):
                 for kind, seconds in grade(trees[name], courses[name], tmp / f"{name}-{round_}").items():
-                    times[name][kind] += seconds
-        print(f"{args.n} notebooks x {args.rounds} rounds, --jobs 1; base = {args.base}")
+                    times[name].setdefault(kind, []).extend(seconds)
+        print(f"{args.n} notebooks ({args.kind} class) x {args.rounds} rounds, --jobs 1; base = {args.base}")
         differences = []
-        for kind in KINDS:
+        for kind in times["this"]:
             before, after = (statistics.median(times[name][kind]) for name in trees)
             differences.append(after - before)
-            print(f"  {kind}: base {before * 1000:6.0f} ms, this tree {after * 1000:6.0f} ms,"
-                  f" difference {(after - before) * 1000:+5.0f} ms ({after / before:.3f}x)")
+            total = sum(times["this"][kind]) / sum(times["base"][kind])
+            print(f"  {kind}: median base {before * 1000:6.0f} ms, this tree {after * 1000:6.0f} ms,"
+                  f" difference {(after - before) * 1000:+5.0f} ms ({after / before:.3f}x); sum {total:.3f}x")
         print(f"mean difference per submission: {statistics.mean(differences) * 1000:+.0f} ms")
     finally:
         subprocess.run(["git", "worktree", "remove", "--force", str(base)], cwd=HERE, capture_output=True)

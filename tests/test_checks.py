@@ -179,3 +179,16 @@ def test_a_students_error_names_their_line_and_says_what_went_wrong():
     assert "a 6x3 and a 2x3 matrix, but the inner sizes (3 and 2) must be equal" in message
     with pytest.raises(StudentError, match="defines `CausalAtention`: is that it, spelled differently"):
         student.new("CausalAttention")
+
+
+@pytest.mark.parametrize("error, says", [
+    ("RuntimeError: shape '[2, 5, 3, 2]' is invalid for input of size 40", "shape [2, 5, 3, 2], which does not hold the tensor's 40 numbers"),
+    ("AttributeError: cannot assign module before Module.__init__() call", "Call super().__init__() first"),
+    ("TypeError: 'Parameter' object is not callable", "a tensor or nn.Parameter is multiplied"),
+    ("RuntimeError: Expected size for first two dimensions of batch2 tensor to be: [4, 4] but got: [4, 10].",
+     "first two sizes are [4, 4], and got [4, 10]"),
+])
+def test_common_errors_are_said_in_the_students_terms(error, says):
+    from autograder.grading.verdict import hint_for
+
+    assert says in hint_for(f"forward raised {error}")

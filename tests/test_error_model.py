@@ -160,5 +160,52 @@ def test_the_language_model_is_checked_with_the_students_own_attention(solved):
     pick = lambda exercise, name: next(m for m in model[exercise] if m.name == name)
     edited = errormodel.namespace(assignment.solutions, (pick("ex6", "scaled-by-d-out"), pick("ex8_model", "no-positions")))
     both = {**solved, **{key: value for key, value in vars(edited).items() if not key.startswith("__")}}
-    cells = run_checks(assignment, NamespaceStudent(both, assignment.resources()), ["ex8_model"], seed=4)
+    cells = run_checks(assignment, NamespaceStudent(both, assignment.resources()), ["ex6", "ex8_model"], seed=4)
+    assert cells["ex6"].fraction < 1 and cells["ex8_model"].fraction < 1
     assert not any(c.diagnosis for c in cells["ex8_model"].checks)  # its own code is wrong too: not said right
+    alone = run_checks(assignment, NamespaceStudent(namespace, assignment.resources()), ["ex8_model"], seed=4)
+    assert alone["ex8_model"].checks[0].diagnosis  # graded alone (in-kernel): the model's own check still tells
+
+
+def test_consequences_say_nothing_more_and_leave_the_cause_speaking():
+    from autograder.grading.plugin import quiet_consequences
+
+    checks = [CheckResult("ex5", "test_heads", "h", 1.0, False, "A plain Python list."),
+              CheckResult("ex5", "test_values[full]", "v", 1.0, False, "The outputs are not right: x.", named=True,
+                          after=("test_heads",)),
+              CheckResult("ex5", "test_book", "b", 1.0, False, "Not the book's values.", needs=("test_values",))]
+    cell = CellResult("ex5", quiet_consequences(checks))
+    one_cause_per_cell({"ex5": cell})  # the quieted named check no longer silences the cause
+    assert [c.message for c in cell.checks] == ["A plain Python list.", "", ""]
+    assert [c.passed for c in cell.checks] == [False, False, False]
+
+
+def test_a_hostile_error_text_costs_the_grader_little():
+    """The text of an error comes from the sandbox, where student code can write anything."""
+    import time
+
+    from autograder.grading.verdict import hint_for
+
+    hostile = " (your line 1: " * 200_000 + "x"
+    started = time.perf_counter()
+    assert errormodel.without_where(hostile) == hostile
+    hint_for(hostile)
+    assert time.perf_counter() - started < 0.5
+    assert errormodel.without_where("forward raised E: boom (your line 12: y = x.T)") == "forward raised E: boom"
+    assert "mat1" not in hint_for("forward raised E: boom (your line 3: mat1 and mat2 shapes cannot be multiplied (1x2 and 3x4))")
+
+
+def test_the_bias_message_needs_a_bias_option(solved):
+    """Layers without bias are named as an unpassed bias option only when one was asked for."""
+    from autograder.grading.checklib import paired
+    from autograder.authoring.reference import load
+
+    assignment = assignment_of()
+    no_bias = mutated_namespace(assignment, solved, "ex3", "qkv-bias-ignored")
+    student = NamespaceStudent(no_bias)
+    rng = __import__("torch").Generator().manual_seed(0)
+    from autograder.grading.verdict import NamedMistake
+
+    with pytest.raises(NamedMistake, match=r"although qkv_bias=True asks for one"):
+        paired(student, load(assignment.solutions), "CausalAttention", (5, 4, 9), rng, qkv_bias=True)
+    paired(student, load(assignment.solutions), "CausalAttention", (5, 4, 9), rng, qkv_bias=False)  # no complaint

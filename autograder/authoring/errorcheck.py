@@ -17,6 +17,7 @@ class ErrorModelReport:
     mutants: int = 0
     pairs: int = 0  # pairs that combine and run to the end on the probe
     pairs_named: int = 0  # of those, named as the pair itself
+    pairs_misnamed: list = field(default_factory=list)  # named as a mistake outside the pair (behaves alike)
     problems: list = field(default_factory=list)
 
 
@@ -48,7 +49,7 @@ def check_error_model(assignment, pairs=True, seed=SEED):
         except errormodel.ErrorModelError as error:
             report.problems.append(f"{exercise}: {error}")
             continue
-        if any(isinstance(value, errormodel.Failed) for value in reference):
+        if any(isinstance(value, errormodel.Raised) for value in reference):
             report.problems.append(f"{exercise}: the probe fails on the reference: {reference[-1].text}")
             continue
         report.mutants += len(mutants)
@@ -66,7 +67,7 @@ def check_error_model(assignment, pairs=True, seed=SEED):
                                        f" {[m.name for m in named] or 'nothing'}")
         for pair in itertools.combinations(mutants, 2) if pairs else ():
             observed = seen(pair)
-            if observed is None or isinstance(observed[-1], errormodel.Failed):
+            if observed is None or isinstance(observed[-1], errormodel.Raised):
                 continue  # the edits clash, or one mistake stops the code before the other shows
             named = errormodel.recognise(observed, probe, assignment.solutions, mutants, seed, resources)
             report.pairs += 1
@@ -74,4 +75,7 @@ def check_error_model(assignment, pairs=True, seed=SEED):
             if len(named) == 2 and named != pair:
                 report.problems.append(f"{exercise}: the pair {[m.name for m in pair]} is diagnosed as"
                                        f" {[m.name for m in named]}")
+            elif named and not set(named) <= set(pair):
+                report.pairs_misnamed.append(f"{exercise}: {' + '.join(m.name for m in pair)} behaves like"
+                                             f" {named[0].name} on the probe")
     return report

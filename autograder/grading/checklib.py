@@ -43,11 +43,11 @@ def paired(student, reference, class_name, args, rng, overrides=None, **kwargs):
     if built["kind"] != "class":
         fail(f"`{class_name}` should be a class, but it is {built['kind']}.")
     handle, report = built["handle"], built["report"]
-    if report["missing"] and all(name.endswith(".bias") for name in report["missing"]):
-        option = next((f" ({key}=True here)" for key, value in kwargs.items() if "bias" in key and value is True), "")
+    option = next((key for key, value in kwargs.items() if "bias" in key and value is True), None)
+    if option and report["missing"] and all(name.endswith(".bias") for name in report["missing"]):
         fail(f"Your {class_name} has no {', '.join(report['missing'][:4])}: its layers were made without a"
-             f" bias although the options ask for one{option}. Pass the option on to each nn.Linear"
-             f" (bias={next((key for key in kwargs if 'bias' in key), 'bias')}).", named=True)
+             f" bias although {option}=True asks for one. Pass the option on to each nn.Linear"
+             f" (bias={option}).", named=True)
     if report["missing"]:
         names = ", ".join(report["missing"][:4])
         fail(f"Your {class_name} has no parameter named {names}. Use the attribute names the"
@@ -86,7 +86,7 @@ def expect_reference_output(student, reference, class_name, args, x, rng, what, 
 
 
 # -- the error model's diagnosis (grading/errormodel.py) ---------------------------------------
-def diagnosis(probe, pairs=True):
+def diagnosis(probe):
     """The check that names a cell's mistake from the error model; put it last in the cell's
     test file, after the checks it explains:
 
@@ -106,7 +106,7 @@ def diagnosis(probe, pairs=True):
         if not cell_failed or upstream_failed or not mutants or getattr(student, "lost", None):
             return  # nothing failed; the cause is upstream (grading/rootcause.py says so); nothing known; or gone
         seen = errormodel.observe(probe, student, seed)
-        chosen = errormodel.recognise(seen, probe, solutions, mutants, seed, resources, pairs)
+        chosen = errormodel.recognise(seen, probe, solutions, mutants, seed, resources)
         if chosen:
             fail(errormodel.message(chosen), named=True)
 

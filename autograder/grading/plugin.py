@@ -108,9 +108,17 @@ class GradingPlugin:
 
     @pytest.fixture
     def upstream_failed(self, request):
-        """Whether a cell this test's cell builds on (`[builds_on]`) has a failing check so far."""
+        """Whether a cell this test's cell builds on (`[builds_on]`) failed, or was not graded in this
+        session (in-kernel grading runs one cell at a time): either way its own code is not known right."""
         upstream = set(self.assignment.builds_on.get(grade_id_of(request.node), ()))
-        return any(r.grade_id in upstream and not r.passed for r in self.results)
+        graded = {r.grade_id for r in self.results}
+        return bool(upstream - graded) or any(r.grade_id in upstream and not r.passed for r in self.results)
+
+    @pytest.fixture
+    def failed_checks(self, request):
+        """Names (without parameters) of this test's cell's checks that failed so far."""
+        grade_id = grade_id_of(request.node)
+        return {r.name.split("[")[0] for r in self.results if r.grade_id == grade_id and not r.passed}
 
     @pytest.fixture
     def seed(self, request):
@@ -133,6 +141,11 @@ class GradingPlugin:
             if fixed and (unknown or not fixed.args):
                 self.collect_errors.append(f"{item.nodeid}: fixed_inputs needs the names of checks on random"
                                            f" inputs in the same file; unknown: {unknown or 'none given'}")
+            if item.get_closest_marker("diagnosis") and any(
+                    other.module is item.module and not other.get_closest_marker("diagnosis")
+                    for other in items[items.index(item) + 1:]):
+                self.collect_errors.append(f"{item.nodeid}: a diagnosis must come after every check of its file"
+                                           " (it speaks only when one of them failed)")
             after = item.get_closest_marker("after")
             unknown = [n for n in (after.args if after else ()) if (grade_id_of(item), n) not in names]
             if after and (unknown or not after.args):
@@ -156,7 +169,7 @@ class GradingPlugin:
                 passed=report.passed,
                 message="" if report.passed or call.excinfo is None else message_of(call.excinfo),
                 needs=tuple(fixed.args) if fixed else (),
-                after=tuple(fixed.args if fixed else ()) + tuple(after.args if after else ()),
+                after=tuple(after.args) if after else (),
                 named=bool(not report.passed and call.excinfo is not None and call.excinfo.errisinstance(NamedMistake)),
             ))
 
@@ -182,7 +195,7 @@ def quiet_consequences(checks):
     this one's would only repeat it in other words, or point elsewhere. Its points stay lost."""
     failed = {check.name.split("[")[0] for check in checks if not check.passed}
     for check in checks:
-        if not check.passed and set(check.after) & failed:
+        if not check.passed and set(check.after + check.needs) & failed:
             check.message = ""
     return checks
 

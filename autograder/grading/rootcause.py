@@ -64,8 +64,8 @@ def one_cause_per_cell(cells):
     from what it alone saw: it compared the whole behaviour with every known mistake and pair."""
     for cell in cells.values():
         failing = [check for check in cell.checks if not check.passed]
-        diagnosed = any(getattr(check, "diagnosis", False) for check in failing)
-        named = any(getattr(check, "named", False) for check in failing)
+        diagnosed = any(getattr(check, "diagnosis", False) and check.message for check in failing)
+        named = any(getattr(check, "named", False) and check.message for check in failing)  # quieted: not counted
         seen = set()
         for check in failing:
             said = _explanation(check.message)

@@ -599,6 +599,9 @@ PROBES = ("kind", "value", "call", "call_with_modules", "new", "build", "structu
           "load_parameters", "forward", "vjp", "meta_forward", "sequence", "iterate")
 
 
+MAX_ERROR_TEXT = 2000  # characters of an error text from the sandbox that the grader reads
+
+
 class SandboxStudent:
     """The probe API, answered by the submission running in a sandbox."""
 
@@ -622,7 +625,7 @@ class SandboxStudent:
         if kind == "ok":
             return detail
         if kind == "student_error" and type(detail) is str:
-            raise StudentError(detail)
+            raise StudentError(detail[:MAX_ERROR_TEXT])  # the student's code wrote it: bounded before use
         self.lose(kind, detail)
         raise StudentError(self.lost)
 

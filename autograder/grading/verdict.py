@@ -138,25 +138,37 @@ TRANSLATIONS = (
      "A matrix product got a {0}x{1} and a {2}x{3} matrix, but the inner sizes ({1} and {2}) must be equal:"
      " check what you transpose, and the (in, out) sizes of each layer or weight."),
     (re.compile(r"Expected size for first two dimensions of batch2 tensor to be: \[(\d+), (\d+)\] but got: \[(\d+), (\d+)\]"),
-     "A batched matrix product got tensors whose sizes do not fit: check which dimensions you swap."
-     " For a batch of matrices, transpose the last two (transpose(-2, -1)); .T reverses every dimension."),
+     "A batched matrix product needed a second tensor whose first two sizes are [{0}, {1}], and got [{2}, {3}]:"
+     " check which dimensions you swap. For a batch of matrices, transpose the last two (transpose(-2, -1));"
+     " .T reverses every dimension."),
     (re.compile(r"shape '\[([-\d, ]+)\]' is invalid for input of size (\d+)"),
      "view/reshape asked for the shape [{0}], which does not hold the tensor's {1} numbers: check the sizes"
      " you pass, and which tensor you pass them to."),
     (re.compile(r"cannot assign module before Module.__init__\(\) call|has no attribute '_modules'"),
      "Call super().__init__() first in __init__, before creating any layer or parameter."),
     (re.compile(r"'(Parameter|Tensor)' object is not callable"),
-     "A tensor is called like a function. A layer (nn.Linear) is called, self.W_query(x); a matrix"
-     " (nn.Parameter) is multiplied, x @ self.W_query."),
+     "A tensor is called like a function. A layer such as nn.Linear is called, layer(x); a tensor or"
+     " nn.Parameter is multiplied, x @ weight."),
 )
 
 
 def hint_for(message):
+    """The hint for an error (or NaN) message: the assignment's own first, then the translations of
+    common errors, then the general ones. The student's own line at the end of an error ("(your
+    line N: code)") is left out: text in their code must not pick the hint."""
+    head, found, tail = message[:MAX_HINTED].rpartition(" (your line ")
+    message = head if found and tail.split(":", 1)[0].isdigit() else message[:MAX_HINTED]
+    for pattern, hint in _assignment_hints:
+        if pattern in message:
+            return hint
     for pattern, template in TRANSLATIONS:
         found = pattern.search(message)
         if found:
             return template.format(*found.groups())
-    for pattern, hint in (*_assignment_hints, *ERROR_HINTS):
+    for pattern, hint in ERROR_HINTS:
         if pattern in message:
             return hint
     return ""
+
+
+MAX_HINTED = 2000  # characters of an error message the hints look at

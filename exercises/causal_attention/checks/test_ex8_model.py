@@ -102,15 +102,16 @@ def test_positions_on_input_device(student, rng):
 
 
 @pytest.mark.diagnosis
-def test_own_code_with_your_attention(student, rng, cell_failed, upstream_failed):
+def test_own_code_with_your_attention(student, rng, failed_checks):
     """Your language model, checked with your own attention module inside"""
-    # The model's own code, tested on its own while Exercise 6 fails: with the student's
+    # The model's own code, tested on its own: with the student's
     # MultiHeadAttentionOneModule as `att`, the scores must be
     # prediction_layer(att(token_embs(ids) + pos_embs(0..N-1))). When they are, the model is
     # right and Exercise 6 is what to fix. (The reference never goes to the sandbox: the part
     # around `att` is computed here from the parameters; `att` runs in the student's code.)
-    if not (cell_failed and upstream_failed):
-        return
+    if "test_reference_values" not in failed_checks:
+        return  # only when the values differ (a device problem, say, is not Exercise 6's doing); then a
+        # model that is right with the student's own attention proves that attention differs
     try:
         consistent = _consistent_with_own_attention(student, rng)
     except (StudentError, pytest.fail.Exception):

@@ -6,7 +6,7 @@ from autograder.grading.verdict import close, expect_close, expect_tensor, fail
 
 from autograder.grading.checklib import randn
 from .common import JOURNEY
-from autograder.grading.checklib import diagnosis, observe_module
+from autograder.grading.checklib import diagnosis
 
 NAME = "attention_scores"
 

@@ -6,7 +6,7 @@ from autograder.wire import StudentError
 from autograder.grading.verdict import close, expect_close, expect_tensor, fail, name_mistake
 
 from autograder.grading.checklib import randn
-from autograder.grading.checklib import diagnosis, observe_module
+from autograder.grading.checklib import diagnosis
 
 CASES = [((5,), -1), ((3, 6), -1), ((3, 6), 0), ((2, 3, 4), 1)]
 IDS = ["1d", "2d", "2d-dim0", "3d-dim1"]

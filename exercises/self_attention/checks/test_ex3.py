@@ -6,7 +6,7 @@ from autograder.grading.verdict import expect_close, expect_tensor, fail, name_m
 
 from autograder.grading.checklib import randn
 from .common import JOURNEY
-from autograder.grading.checklib import diagnosis, observe_module
+from autograder.grading.checklib import diagnosis
 
 NAME = "context_vectors"
 
