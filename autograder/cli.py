@@ -81,13 +81,16 @@ def cmd_validate(args):
     if model is not None and model.mutants:
         console.print(f"Error model: {model.mutants} known mistakes, each seen by its exercise's probe and named as"
                       f" itself{'' if 'error model' not in report.problems else ' except as listed above'};"
-                      f" {model.pairs_named} of {model.pairs} pairs that run to the end are named as both.")
+                      f" {model.pairs_named} of {model.pairs} pairs that run to the end are named as both"
+                      + (f" ({len(model.pairs_misnamed)} behave exactly like another known mistake)." if model.pairs_misnamed
+                         else "."))
     if report.diagnoses:
         named = sum(not found for found in report.diagnoses.values())
         public = [name for name in report.diagnoses if name in report.from_public_code]
         console.print(f"Diagnoses: {named} of {len(report.diagnoses)} mistakes ({report.named:.0%}) named with"
                       f" nothing misleading (floor {report.diagnoses_min:.0%}); of the {len(public)} from public"
-                      f" code, {sum(not report.diagnoses[name] for name in public)}. The others read:")
+                      f" code, {sum(not report.diagnoses[name] for name in public)}."
+                      + (" The others read:" if named < len(report.diagnoses) else ""))
         for name, found in report.diagnoses.items():
             for problem in found:
                 console.print(f"  [yellow]{name}[/yellow]: {problem}", highlight=False)
