@@ -171,12 +171,14 @@ class Result:
 
 def grouped_checks(checks):
     """Checks that share a description (one check run on several cases) as one entry each, in
-    order: {"description", "cases", "failed", "message"}, the message of the first failing case.
+    order: {"description", "cases", "failed", "message", "note"}, the message of the first failing
+    case; "note" when no case carries points (a diagnosis: it explains, it does not grade).
     Feedback shows one line per entry: the same words once per case would help no one."""
     groups = {}
     for check in checks:
         group = groups.setdefault(check.description, {"description": check.description, "cases": 0,
-                                                      "failed": 0, "message": ""})
+                                                      "failed": 0, "message": "", "note": True})
+        group["note"] = group["note"] and not check.weight
         group["cases"] += 1
         if not check.passed:
             group["failed"] += 1

@@ -205,7 +205,7 @@ def feedback_lines(result, points):
 
     lines = [f"{result.grade_id}: {result.score(points):g} / {points:g} points"]
     for group in grouped_checks(result.checks):
-        mark = "FAIL" if group["failed"] else "PASS"
+        mark = "NOTE" if group["note"] else "FAIL" if group["failed"] else "PASS"
         cases = f" ({group['failed']} of {group['cases']} cases failed)" if group["failed"] and group["cases"] > 1 else ""
         lines.append(f"  [{mark}] {group['description']}{cases}")
         if group["message"]:
