@@ -209,3 +209,20 @@ def test_the_bias_message_needs_a_bias_option(solved):
     with pytest.raises(NamedMistake, match=r"although qkv_bias=True asks for one"):
         paired(student, load(assignment.solutions), "CausalAttention", (5, 4, 9), rng, qkv_bias=True)
     paired(student, load(assignment.solutions), "CausalAttention", (5, 4, 9), rng, qkv_bias=False)  # no complaint
+
+
+def test_a_diagnosis_runs_after_checks_added_below_it(tmp_path, solved):
+    """An instructor who appends a check to a file still gets the diagnosis after it."""
+    assignment = copy_assignment(assignment_of(), tmp_path / "course")
+    checks = assignment.folder / "checks" / "test_ex6.py"
+    checks.write_text(checks.read_text() + '''
+
+def test_added_last(student):
+    """An instructor's check below the diagnosis"""
+    assert False, "added last and failing"
+''')
+    cell = run_checks(assignment, NamespaceStudent(solved, assignment.resources()), ["ex6"], seed=4)["ex6"]
+    assert [c.name for c in cell.checks if not c.passed] == ["test_added_last"]
+    wrong = mutated_namespace(assignment_of(), solved, "ex6", "no-output-projection")
+    cell = run_checks(assignment, NamespaceStudent(wrong, assignment.resources()), ["ex6"], seed=4)["ex6"]
+    assert cell.checks[0].diagnosis and "projection is missing" in cell.checks[0].message

@@ -134,6 +134,12 @@ class GradingPlugin:
         for item in items:
             item.repr_failure = _short_repr
             item._repr_failure_py = _short_repr
+        # A diagnosis speaks only when another check of its file failed: it runs after all of them,
+        # wherever the file defines it (an instructor may append checks below it).
+        files = {}
+        for item in items:
+            files.setdefault(item.module, len(files))
+        items.sort(key=lambda item: (files[item.module], bool(item.get_closest_marker("diagnosis"))))
         names = {(grade_id_of(item), item.name.split("[")[0]) for item in items}
         for item in items:
             fixed = item.get_closest_marker("fixed_inputs")
@@ -141,11 +147,6 @@ class GradingPlugin:
             if fixed and (unknown or not fixed.args):
                 self.collect_errors.append(f"{item.nodeid}: fixed_inputs needs the names of checks on random"
                                            f" inputs in the same file; unknown: {unknown or 'none given'}")
-            if item.get_closest_marker("diagnosis") and any(
-                    other.module is item.module and not other.get_closest_marker("diagnosis")
-                    for other in items[items.index(item) + 1:]):
-                self.collect_errors.append(f"{item.nodeid}: a diagnosis must come after every check of its file"
-                                           " (it speaks only when one of them failed)")
             after = item.get_closest_marker("after")
             unknown = [n for n in (after.args if after else ()) if (grade_id_of(item), n) not in names]
             if after and (unknown or not after.args):
