@@ -127,13 +127,6 @@ def same(a, b):
     return type(a) is type(b) and a == b
 
 
-def candidates(mutants, pairs=True):
-    """The mutants one by one, then every pair of them."""
-    yield from ((mutant,) for mutant in mutants)
-    if pairs:
-        yield from itertools.combinations(mutants, 2)
-
-
 _seen_cache = {}  # (solutions, mutants, probe, seed) -> observations: the same for every student of a run
 
 
@@ -148,7 +141,7 @@ def observations_of(solutions, chosen, probe, seed, resources=None):
     return _seen_cache[key]
 
 
-def recognise(seen, probe, solutions, mutants, seed, resources=None, pairs=True):
+def recognise(seen, probe, solutions, mutants, seed, resources=None):
     """The mutant (or pair of mutants) whose observations equal `seen`, as a tuple; () when
     `seen` is the reference's own or matches none of them. Singles are tried first (the
     error model's test makes sure the probe tells them apart). A pair is named only when no
@@ -162,8 +155,8 @@ def recognise(seen, probe, solutions, mutants, seed, resources=None, pairs=True)
         return ()  # not answered yet: no mistake to name
     if alike(()):
         return ()
-    single = next((chosen for chosen in candidates(mutants, pairs=False) if alike(chosen)), None)
-    if single or not pairs or stopped:
+    single = next(((mutant,) for mutant in mutants if alike((mutant,))), None)
+    if single or stopped:
         return single or ()  # code that stops with an error no single mistake makes: a pair would guess
     matching = [chosen for chosen in itertools.combinations(mutants, 2) if alike(chosen)]
     return matching[0] if len({message(chosen) for chosen in matching}) == 1 else ()
