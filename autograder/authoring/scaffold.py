@@ -113,7 +113,7 @@ def probe(student, rng):
     yield student.call("scale", torch.randn(3, 4, generator=rng), 2.5)
 
 
-test_diagnosis = diagnosis(probe)  # last: names a known mistake when a check above failed
+test_diagnosis = diagnosis(probe)  # runs after the other checks: names a known mistake when one failed
 '''
 
 ERRORS_TOML = '''# The error model: known mistakes as small edits of the reference, each with the message its

@@ -6,7 +6,7 @@ identical parameters (copied by name) and running both on the same input.
 import torch
 
 from autograder.wire import seeded
-from autograder.grading.verdict import no_known_mistake, close, expect_close, expect_tensor, fail, name_mistake, shape_text
+from autograder.grading.verdict import close, expect_close, expect_tensor, fail, name_mistake, no_known_mistake, shape_text
 
 
 def randn(rng, *shape):
@@ -87,8 +87,8 @@ def expect_reference_output(student, reference, class_name, args, x, rng, what, 
 
 # -- the error model's diagnosis (grading/errormodel.py) ---------------------------------------
 def diagnosis(probe):
-    """The check that names a cell's mistake from the error model; put it last in the cell's
-    test file, after the checks it explains:
+    """The check that names a cell's mistake from the error model, in the cell's test file (it
+    runs after the file's other checks, wherever it is defined; see plugin.py):
 
         test_diagnosis = diagnosis(probe)
 

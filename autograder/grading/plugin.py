@@ -75,8 +75,9 @@ class GradingPlugin:
                                 " earns credit only when the named checks on random inputs pass too")
         config.addinivalue_line("markers", "after(*checks): a check that uses what the named checks (same file)"
                                 " test; while one of them fails, its own failure says nothing more")
-        config.addinivalue_line("markers", "diagnosis: names the mistake from the error model when another check"
-                                " of the cell failed; costs no points and is not listed when it names nothing")
+        config.addinivalue_line("markers", "diagnosis: runs after the file's other checks and names the mistake"
+                                " (from the error model, or by another test of the cause) when one of them failed;"
+                                " costs no points and is not listed when it names nothing")
 
     @pytest.fixture
     def student(self):
