@@ -86,3 +86,27 @@ def test_the_writer_reads_once_and_writes_each_student_once(course, cells, monke
     assert sorted(written) == sorted([*(r.student_id for r in batch), "killed-before-the-gradebook"])
     assert len(reads) == 1  # the gradebook is read once per batch, not once per result
     assert set(scores(course)) == {"early", "killed-before-the-gradebook", *(f"s{i}" for i in range(6))}
+
+
+def test_a_failed_write_leaves_nothing_half_done_and_the_next_one_writes_it(course, cells, monkeypatch):
+    """nbgrader's per-student commits are one commit per call; a failure rolls the call back
+    and the session does not believe the gradebook has what was rolled back."""
+    from autograder.outputs.results import GradebookSync
+
+    real = Gradebook.find_submission_notebook
+
+    def failing(self, notebook, assignment, student):
+        if student == "bo":
+            raise RuntimeError("disk full")
+        return real(self, notebook, assignment, student)
+
+    with GradebookSync(course, ASSIGNMENT) as gradebook:
+        monkeypatch.setattr(Gradebook, "find_submission_notebook", failing)
+        with pytest.raises(RuntimeError, match="disk full"):
+            gradebook.write([result("ann", cells, 1.0), result("bo", cells, 0.5)])
+        assert scores(course) == {}  # ann's row, written before bo failed, was rolled back too
+        monkeypatch.setattr(Gradebook, "find_submission_notebook", real)
+        gradebook.write([result("ann", cells, 1.0), result("bo", cells, 0.5)])
+    written = scores(course)
+    assert set(written) == {"ann", "bo"}
+    assert all(written["bo"][name][0] == round(points * 0.5, 2) for name, points in cells.items())

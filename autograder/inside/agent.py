@@ -281,6 +281,7 @@ def _kill_everything(pid, own_pid_namespace):
 
     Returns the CPU seconds the child used, if it was reaped here."""
     cpu = None
+    _await_exit(pid)
     for _ in range(1000):
         if own_pid_namespace:
             try:
@@ -306,6 +307,23 @@ def _kill_everything(pid, own_pid_namespace):
             return cpu
         time.sleep(0.001)
     return cpu
+
+
+def _await_exit(pid, timeout=1.0):
+    """Kill the submission's own process and sleep until it has exited (its memory is
+    freed on its way out, which takes a while for a big process): polling instead
+    wakes this process again and again while the exit needs the same core."""
+    import select
+
+    try:
+        os.kill(pid, signal.SIGKILL)
+        handle = os.pidfd_open(pid)
+    except (ProcessLookupError, OSError, AttributeError):
+        return
+    try:
+        select.select([handle], [], [], timeout)
+    finally:
+        os.close(handle)
 
 
 def _describe_exit(code):
