@@ -141,6 +141,33 @@ def test_autograded_notebooks_are_valid(graded_examples):
         nbformat.validate(nb)
 
 
+def test_an_autograded_notebook_from_an_older_format_is_valid(tmp_path):
+    """A 4.4 notebook (no cell ids) comes back as a valid 4.5 one, with the outputs in place."""
+    from types import SimpleNamespace
+
+    from autograder.grading.submission import write_autograded
+    from autograder.grading.submissions import read_notebook
+    from autograder.record import CellScore, Result
+
+    old = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1"), nbformat.v4.new_code_cell(
+        "# checks", metadata={"nbgrader": {"grade": True, "solution": False, "grade_id": "ex1", "points": 2}})])
+    text = json.loads(nbformat.writes(old))
+    text["nbformat_minor"] = 4
+    for cell in text["cells"]:
+        del cell["id"]
+    (tmp_path / "old.ipynb").write_text(json.dumps(text))
+    notebook = read_notebook(tmp_path / "old.ipynb")
+    result = Result(student_id="s", assignment="a", status="graded",
+                    cells=[CellScore("ex1", 1.5, 2, output="ex1: 1.5 / 2 points")])
+    write_autograded(SimpleNamespace(autograded_dir=str(tmp_path / "autograded"), assignment="a"), "s", notebook, result)
+    written = nbformat.read(tmp_path / "autograded" / "s" / "a" / "a.ipynb", as_version=4)
+    nbformat.validate(written)
+    assert written.nbformat_minor == 5 and len({cell.id for cell in written.cells}) == 2
+    assert written.cells[1].outputs[0].text == "ex1: 1.5 / 2 points\n"
+    assert written.cells[1].outputs[1].data["text/plain"] == "1.5"
+    assert "id" not in notebook.cells[0]  # the caller's notebook is left as it was
+
+
 def test_class_report_shows_plot_tables_and_problems(graded_examples, browser, screenshots):
     course, results = graded_examples
     report = course / "graded" / ASSIGNMENT / "report.html"
