@@ -69,8 +69,8 @@ class IdenticalAnswers:
         self.done = {}  # key -> the leader's result, once it is in
 
     def key(self, submission):
-        """(answers key, sanitized notebook), or (None, None) for a file that cannot be read:
-        such a file is graded (as invalid) on its own."""
+        """(answers key, Sanitized), or (None, None) for a file that cannot be read: such a
+        file is graded (as invalid) on its own."""
         try:
             clean = sanitize(read_notebook(submission.path), self.source, self.release)
         except (InvalidNotebook, OSError):
@@ -78,12 +78,12 @@ class IdenticalAnswers:
         what = {"bundle": self.bundle, "seed": self.spec.seed, "limits": self.spec.limits,
                 "isolation": self.spec.isolation, "cells": clean.cells, "tampering": clean.tampering,
                 "ignored": list(submission.ignored)}
-        return hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest(), clean.notebook
+        return hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest(), clean
 
     def to_run(self, submissions):
         """The submissions that must run, lazily; the others wait in `followers` or `ready`."""
         for submission in submissions:
-            key, notebook = self.key(submission)
+            key, clean = self.key(submission)
             if key is None:
                 yield submission
                 continue
@@ -92,6 +92,7 @@ class IdenticalAnswers:
             except OSError:
                 yield submission
                 continue
+            notebook = clean.notebook
             if key in self.done:  # the leader's result is already in
                 self.ready.append((self.done[key].copy_for(submission.student_id, submission.path, sha), notebook))
                 continue
@@ -104,6 +105,7 @@ class IdenticalAnswers:
                 continue
             self.leaders[key] = submission.student_id
             self.keys[submission.student_id] = key
+            submission.sha256, submission.clean = sha, clean  # what was hashed is what gets graded
             yield submission
 
     def take_ready(self):

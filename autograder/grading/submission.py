@@ -19,7 +19,7 @@ from autograder.record import GRADED, INVALID, CellError, CellScore, CheckOutcom
 from autograder.grading.sandbox import NoSandbox
 from autograder.grading.rootcause import missing_because_crashed, one_cause_per_cell, root_cause_once
 from autograder.grading.selfcheck import PoisonedInterpreter
-from autograder.grading.submissions import InvalidNotebook, grade_cells, read_notebook, sanitize, sha256
+from autograder.grading.submissions import InvalidNotebook, Sanitized, grade_cells, read_notebook, sanitize, sha256
 
 FAILED_CELLS_SHOWN = 5
 
@@ -106,15 +106,19 @@ class GradingWorker:
             raise self.setup_error
         base = {"student_id": submission.student_id, "path": str(submission.path)}
         self.last_notebook = None
-        try:
-            base["notebook_sha256"] = sha256(submission.path)
-        except OSError as error:
-            return self.invalid_result(base, f"the file could not be read ({error.strerror})", started)
-        try:
-            notebook = read_notebook(submission.path)
-            clean = sanitize(notebook, self.source, self.release)
-        except InvalidNotebook as error:
-            return self.invalid_result(base, str(error), started)
+        clean = getattr(submission, "clean", None)  # the batch already read and sanitized it
+        if clean is not None and submission.sha256:
+            base["notebook_sha256"] = submission.sha256
+            clean = Sanitized(clean.notebook, clean.cells, list(clean.tampering))
+        else:
+            try:
+                base["notebook_sha256"] = sha256(submission.path)
+            except OSError as error:
+                return self.invalid_result(base, f"the file could not be read ({error.strerror})", started)
+            try:
+                clean = sanitize(read_notebook(submission.path), self.source, self.release)
+            except InvalidNotebook as error:
+                return self.invalid_result(base, str(error), started)
         base["timings"] = {"read_and_sanitize": round(time.perf_counter() - started, 4)}
         if submission.ignored:
             clean.tampering.append("more than one notebook was handed in; graded "

@@ -26,6 +26,9 @@ class Submission:
     path: Path
     ignored: list = field(default_factory=list)  # other notebooks of the same student (not graded)
     sha256: str = ""  # the file's hash, once the batch has computed it (saves reading it again)
+    # The batch's own reading of the file (a Sanitized), when it worked out the answers key
+    # from it: a local worker grades that instead of reading and sanitizing the file again.
+    clean: object = field(default=None, repr=False, compare=False)
 
 
 @dataclass
