@@ -11,11 +11,11 @@ import torch
 from autograder import wire
 
 
-def send_and_receive(message, buffer=None):
+def send_and_receive(message, buffer=None, dump=wire.dump_reply):
     """`message` through a socket pair, as a sandbox answers and the grader reads it."""
     ours, theirs = socket.socketpair()
     with ours, theirs:
-        parts = wire.dump_reply(message)
+        parts = dump(message)
         writer = threading.Thread(target=wire.write_frame, args=(theirs.fileno(), parts))
         writer.start()
         received = wire.load_reply(wire.read_reply_frame(ours.fileno(), buffer=buffer))
@@ -41,8 +41,59 @@ def same(sent, got):
     ("ok", [torch.randn(300, 300), 1.5, None, torch.ones(3, dtype=torch.bool), torch.zeros(0),
             torch.randn(70_000).double()]),
 ], ids=["json", "small tensor", "big tensor", "many tensors", "mixed"])
-def test_answers_arrive_unchanged(message):
-    assert same(message, send_and_receive(message))
+@pytest.mark.parametrize("dump", [wire.dump_reply, wire.torch_reply], ids=["usual", "torch.save"])
+def test_answers_arrive_unchanged(message, dump):
+    assert same(message, send_and_receive(message, dump=dump))
+
+
+def test_the_usual_answer_with_tensors_is_raw_and_keeps_its_containers():
+    message = ("ok", {"pair": (torch.arange(3), [torch.ones(2, dtype=torch.bool), 2.5]),
+                      "half": torch.randn(4).to(torch.bfloat16), "empty": torch.zeros(0, 3), "none": None})
+    assert bytes(wire.dump_reply(message)[0][:1]) == wire.RAW
+    got = send_and_receive(message)
+    assert type(got) is tuple and type(got[1]["pair"]) is tuple and type(got[1]["pair"][1]) is list
+    assert same(message, got) and got[1]["half"].dtype == torch.bfloat16 and got[1]["empty"].shape == (0, 3)
+
+
+def test_what_raw_does_not_carry_goes_through_torch_save():
+    complex_answer = ("ok", torch.randn(3, dtype=torch.complex64))
+    assert bytes(wire.dump_reply(complex_answer)[0][:1]) == wire.TORCH
+    assert same(complex_answer, send_and_receive(complex_answer))
+
+
+def raw(outline, tensors, data=b""):
+    import json
+
+    head = json.dumps({"outline": outline, "tensors": tensors}).encode()
+    return bytearray(wire.RAW + wire.RAW_HEAD.pack(len(head)) + head + data)
+
+
+@pytest.mark.parametrize("forged, why", [
+    (raw({"u": ["ok", {"t": 0}]}, [["float32", [2]]], bytes(4)), "does not match"),  # data cut short
+    (raw({"u": ["ok", {"t": 0}]}, [["float32", [1]]], bytes(8)), "does not match"),  # data left over
+    (raw([{"t": 0}, {"t": 0}], [["float32", [1]]], bytes(4)), "malformed"),  # one tensor twice
+    (raw([], [["float32", [1]]], bytes(4)), "malformed"),  # data no answer holds
+    (raw([{"t": 1}], [["float32", [1]]], bytes(4)), "malformed"),  # no such tensor
+    (raw({"t": 0, "u": []}, [["float32", [1]]], bytes(4)), "malformed"),  # two tags in one
+    (raw({"x": 1}, []), "malformed"),  # an unknown tag
+    (raw([{"t": 0}], [["object", [1]]], bytes(8)), "cannot hold"),
+    (raw([{"t": 0}], [["float32", [-1]]]), "cannot hold"),
+    (raw([{"t": 0}], [["float32", [2**40, 2**40]]]), "too many tensor elements"),  # refused before allocating
+    (raw([{"t": 0}], [["float32", [1] * 17]], bytes(4)), "cannot hold"),
+    (bytearray(wire.RAW + wire.RAW_HEAD.pack(1000) + b"{}"), "cut short"),
+    (bytearray(wire.RAW + b"\x00"), "cut short"),
+    (raw({"d": {"x": 1}}, [], b"\x00"), "does not match"),
+])
+def test_a_malformed_raw_reply_is_refused(forged, why):
+    with pytest.raises(wire.WireError, match=why):
+        wire.load_reply(forged)
+
+
+def test_raw_tensors_never_share_the_reply_s_memory():
+    payload = bytearray(b"".join(bytes(p) for p in wire.dump_reply(("ok", torch.ones(100)))))
+    tensor = wire.load_reply(payload)[1]
+    payload[-400:] = bytes(400)  # the reader reuses its buffer for the next reply
+    assert bool(tensor.eq(1).all())
 
 
 def test_a_reused_buffer_never_changes_tensors_already_received():
@@ -111,7 +162,7 @@ def test_a_tensor_whose_data_is_not_in_the_reply_is_refused():
     import pickle
     import pickletools
 
-    parts = wire.dump_reply(("ok", torch.arange(300_000.0)))
+    parts = wire.torch_reply(("ok", torch.arange(300_000.0)))
     honest = b"".join(bytes(p) for p in parts)
     stream = io.BytesIO(honest[1:])
     for _ in range(4):  # skip four pickles: magic number, protocol, system info, the message
@@ -132,7 +183,7 @@ def test_pickled_data_is_bounded():
     import pickletools
     import time
 
-    honest = b"".join(bytes(p) for p in wire.dump_reply(("ok", torch.zeros(2))))
+    honest = b"".join(bytes(p) for p in wire.torch_reply(("ok", torch.zeros(2))))
     stream = io.BytesIO(honest[1:])
     for _ in range(3):  # magic number, protocol, system info
         for _ in pickletools.genops(stream):
@@ -154,8 +205,8 @@ from autograder import wire
 
 case = sys.argv[1]
 ours, theirs = socket.socketpair()
-if case in ("big-json", "big-torch"):  # the header claims 60 MB; the body streams for as long as anyone reads
-    head = wire.HEADER.pack(60 * 2**20) + (b"J" if case == "big-json" else b"T")
+if case in ("big-json", "big-torch", "big-raw"):  # the header claims 60 MB; the body streams for as long as anyone reads
+    head = wire.HEADER.pack(60 * 2**20) + {"big-json": b"J", "big-torch": b"T", "big-raw": b"R"}[case]
     def body():
         chunk = b"[]," * 20_000
         while True:
@@ -166,11 +217,19 @@ elif case == "deep-json":
 elif case == "wide-json":
     data = b"J[" + b"[]," * 690_000 + b"[]]"
     head, body = wire.HEADER.pack(len(data)) + data, lambda: iter(())
+elif case == "wide-raw":  # an outline of 690,000 empty lists
+    outline = b'{"outline": [' + b"[]," * 690_000 + b'[]], "tensors": []}'
+    data = b"R" + wire.RAW_HEAD.pack(len(outline)) + outline
+    head, body = wire.HEADER.pack(len(data)) + data, lambda: iter(())
+elif case == "deep-raw":  # nested tags inside the node limit
+    outline = b'{"outline": ' + b'{"u": [' * 30_000 + b"]}" * 30_000 + b', "tensors": []}'
+    data = b"R" + wire.RAW_HEAD.pack(len(outline)) + outline
+    head, body = wire.HEADER.pack(len(data)) + data, lambda: iter(())
 else:  # deep-torch: nested lists holding a tensor, sent as a sandbox would
     nested = [torch.zeros(3)]
     for _ in range(400):
         nested = [nested]
-    data = b"".join(bytes(p) for p in wire.dump_reply(("ok", nested)))
+    data = b"".join(bytes(p) for p in wire.torch_reply(("ok", nested)))
     head, body = wire.HEADER.pack(len(data)) + data, lambda: iter(())
 
 def send():
@@ -196,7 +255,8 @@ print(json.dumps({"outcome": outcome, "seconds": seconds, "grown_mb": grown}))
 """
 
 
-@pytest.mark.parametrize("case", ["big-json", "big-torch", "deep-json", "wide-json", "deep-torch"])
+@pytest.mark.parametrize("case", ["big-json", "big-torch", "big-raw", "deep-json", "wide-json", "deep-torch",
+                                  "wide-raw", "deep-raw"])
 def test_a_hostile_reply_costs_the_grader_little_memory_and_time(case):
     """Bounded before parsing: 60 MB replies are refused from their header, and what fits
     the bound but is not plain data is refused without taking 100 MB or seconds.
@@ -213,7 +273,7 @@ def test_a_hostile_reply_costs_the_grader_little_memory_and_time(case):
     assert measured["seconds"] < 5, measured  # (generous: tracemalloc slows the parser)
     if case.startswith("big"):
         assert "over the" in measured["outcome"] and measured["grown_mb"] < 5, measured
-    if case.endswith("json"):  # at most about the size limit itself: values are counted before parsing
+    if case.endswith(("json", "raw")):  # at most about the size limit itself: values are counted before parsing
         assert measured["grown_mb"] < 3 * wire.MAX_JSON_BYTES / 2**20, measured
 
 
