@@ -196,3 +196,21 @@ def test_the_worker_grades_the_batch_s_own_reading_of_the_notebook(course, tmp_p
     assert results["a1"].status == GRADED and results["a1"].score == 26
     assert results["d1"].status == GRADED and results["d1"].score == 0
     assert results["a1"].notebook_sha256 == sha256(tmp_path / "in" / "a1.ipynb")
+
+
+def test_each_feedback_page_is_written_as_its_result_comes_in(course, tmp_path):
+    """Pages are written while the workers grade, not all after the last one."""
+    from autograder.outputs.feedback import feedback_path
+    from autograder.record import result_path
+
+    hand_in(tmp_path / "in", {"a1": "dee", "b1": "ada", "b2": "ada"})
+    seen = {}
+
+    def on_result(result):
+        out = course / "graded" / "causal_attention"
+        seen[result.student_id] = (feedback_path(out, result.student_id).exists(),
+                                   result_path(out, result.student_id).exists())
+
+    grade_batch(assignment_of(course), [tmp_path / "in"], scheduler=CountingScheduler(), seed=1,
+                on_result=on_result)
+    assert seen == {"a1": (True, True), "b1": (True, True), "b2": (True, True)}

@@ -28,7 +28,11 @@ def grade_batch(assignment, paths, out_dir=None, jobs=2, limits=None, force=Fals
     every output. `submitted_at` ({student: time}) and `roster` ({student: row}, for
     extensions) feed the assignment's late policy. Raises NoSandbox or PoisonedInterpreter,
     before any submission runs or anything is written, when grading must not happen."""
+    import threading
+
     from autograder.grading.identical import CACHE_DIR, IdenticalAnswers
+    from autograder.outputs.feedback import layout_of, write_feedback
+    from autograder.outputs.report import warm_up_report
     from autograder.grading.late import LatePolicy, LateWork
     from autograder.grading.submission import BatchSpec, write_autograded
     from autograder.grading.scheduler import LocalScheduler
@@ -58,15 +62,21 @@ def grade_batch(assignment, paths, out_dir=None, jobs=2, limits=None, force=Fals
     gradebook = None
     regrade = Regrade(out_dir, datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ"))
 
+    layout = layout_of(source)
+
     def record(result):
         nonlocal gradebook
         if gradebook is None:
             clock("until the first result")
             gradebook = GradebookWriter(course.root, assignment.name)  # a thread: only once workers are forked
+            # The class report's plot library loads while the workers grade, not after them,
+            # when every core but this process's would wait for it.
+            threading.Thread(target=warm_up_report, name="report", daemon=True).start()
         result = late.apply(result)  # a copy: the raw result stays as it is for identical answers
         if result.status != ERROR:  # a grader fault is retried next run
             regrade.keep(result)  # the previous result, if any, goes to history/ first
             write_result(out_dir, result)
+            write_feedback(out_dir, [result], layout)  # now, while the workers still grade
             gradebook.add(result)
         report.graded.append(result)
         if on_result:
@@ -100,8 +110,7 @@ def grade_batch(assignment, paths, out_dir=None, jobs=2, limits=None, force=Fals
     clock("gradebook")
     report.seconds = time.perf_counter() - started
     record_wall_time(out_dir, report.seconds)
-    write_pages(assignment.name, out_dir, report.results, source,
-                [r for r in report.graded if r.status != ERROR])
+    write_pages(assignment.name, out_dir, report.results, source, new_results=[])  # feedback pages are written
     clock("feedback and report pages")
     return report
 
