@@ -226,3 +226,21 @@ def test_added_last(student):
     wrong = mutated_namespace(assignment_of(), solved, "ex6", "no-output-projection")
     cell = run_checks(assignment, NamespaceStudent(wrong, assignment.resources()), ["ex6"], seed=4)["ex6"]
     assert cell.checks[0].diagnosis and "projection is missing" in cell.checks[0].message
+
+
+def test_edited_references_follow_the_solutions_file_when_it_changes(tmp_path):
+    """Regions are read and compiled once per text (the error model builds hundreds of edited
+    references from one file), but a changed file is read again."""
+    import os
+
+    from autograder.authoring import reference
+
+    solutions = tmp_path / "solutions.py"
+    solutions.write_text("# %% ex1_answer\ndef scale(x):\n    return x * 2\n")
+    edit = [("ex1_answer", "x * 2", "x * 3")]
+    assert reference.load(solutions).scale(1) == 2 and reference.load(solutions, edit).scale(1) == 3
+    solutions.write_text("# %% ex1_answer\ndef scale(x):\n    return x * 2 + 1\n")
+    os.utime(solutions, ns=(10**18, 10**18))  # a new version, whatever the clock's resolution
+    assert reference.edited_regions(solutions, edit)["ex1_answer"].strip().endswith("return x * 3 + 1")
+    namespace = reference._execute(solutions, include_scripts=False, edits=tuple(edit))
+    assert namespace.scale(1) == 4
