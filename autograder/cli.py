@@ -498,9 +498,9 @@ def run():
 
     Unloading nbgrader, SQLAlchemy and matplotlib takes about 0.3 s, while every core
     waits for this process. By the time `grade` returns, every output is written and
-    closed, and the workers and their sandboxes die with this process."""
+    closed, and the local workers have closed their sandboxes (see LocalScheduler)."""
     code = main()
-    if sys.argv[1:2] == ["grade"]:
+    if sys.argv[1:2] == ["grade"] and "--cluster" not in sys.argv:  # a Dask client may still be closing
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code or 0)

@@ -225,14 +225,22 @@ def copy_course(course, target):
     return Course(Path(target).resolve())
 
 
+def utf8(text):
+    """`text` as UTF-8, whatever the locale. A lone surrogate (a student's error text can hold
+    one) becomes U+FFFD instead of stopping the batch with a UnicodeEncodeError."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace").encode("utf-8")
+
+
 def write_atomically(path, data):
     """Write text or bytes to `path` through a temporary file and a rename: a reader (or a
     kill -9) never sees half a file."""
     path = Path(path)
     temporary = path.with_name(f".{path.name}.{os.getpid()}.partial")
-    if isinstance(data, bytes):
-        temporary.write_bytes(data)
-    else:
-        temporary.write_text(data)
+    if isinstance(data, str):
+        data = utf8(data)
+    temporary.write_bytes(data)
     os.replace(temporary, path)
     return path

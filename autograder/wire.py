@@ -269,9 +269,10 @@ def _raw_reply(message):
             raise _NotRaw()
         if kind is torch.Tensor:
             name = str(value.dtype).removeprefix("torch.")
-            if name not in RAW_DTYPES or value.layout is not torch.strided or value.device.type != "cpu":
+            if (name not in RAW_DTYPES or value.layout is not torch.strided or value.device.type != "cpu"
+                    or value.dim() > MAX_DIMS):
                 raise _NotRaw()
-            tensors.append(value.detach().contiguous())
+            tensors.append(value.detach().resolve_conj().resolve_neg().contiguous())
             layout.append([name, list(value.shape)])
             return {"t": len(tensors) - 1}
         if kind is list:
@@ -283,18 +284,20 @@ def _raw_reply(message):
         raise _NotRaw()
 
     try:
-        head = json.dumps({"outline": outline(message, 0), "tensors": layout}).encode()
-    except (_NotRaw, ValueError, TypeError):
+        head = json.dumps({"outline": outline(message, 0), "tensors": layout}, separators=(",", ":")).encode()
+        if len(head) > MAX_JSON_BYTES:
+            return None  # (torch.save's pickle is more compact)
+        parts = _Buffers([bytearray(RAW + RAW_HEAD.pack(len(head)) + head)])
+        parts.tensors = tensors  # big parts are views of their memory: keep them alive until sent
+        for tensor in tensors:
+            if tensor.numel():
+                data = memoryview(tensor.reshape(-1).view(torch.uint8).numpy())
+                if data.nbytes >= _Parts.KEEP:
+                    parts += [data, bytearray()]
+                else:
+                    parts[-1] += data
+    except (_NotRaw, ValueError, TypeError, RuntimeError):
         return None
-    parts = _Buffers([bytearray(RAW + RAW_HEAD.pack(len(head)) + head)])
-    parts.tensors = tensors  # big parts are views of their memory: keep them alive until sent
-    for tensor in tensors:
-        if tensor.numel():
-            data = memoryview(tensor.reshape(-1).view(torch.uint8).numpy())
-            if data.nbytes >= _Parts.KEEP:
-                parts += [data, bytearray()]
-            else:
-                parts[-1] += data
     return parts
 
 
@@ -319,7 +322,7 @@ def _load_raw(body):
     sizes, elements = [], 0
     for entry in head["tensors"]:
         if (type(entry) is not list or len(entry) != 2 or entry[0] not in RAW_DTYPES or type(entry[1]) is not list
-                or len(entry[1]) > MAX_DIMS or any(type(d) is not int or d < 0 for d in entry[1])):
+                or len(entry[1]) > MAX_DIMS or any(type(d) is not int or not 0 <= d <= MAX_ELEMENTS for d in entry[1])):
             raise WireError("reply describes a tensor it cannot hold")
         count = math.prod(entry[1])
         elements += count
@@ -334,8 +337,11 @@ def _load_raw(body):
     for (name, shape), nbytes in zip(head["tensors"], sizes):
         tensor = torch.empty(shape, dtype=getattr(torch, name))  # its own memory, never the reply's
         if nbytes:
-            tensor.view(-1).view(torch.uint8).copy_(torch.frombuffer(body, dtype=torch.uint8, count=nbytes,
-                                                                      offset=offset))
+            data = torch.frombuffer(body, dtype=torch.uint8, count=nbytes, offset=offset)
+            if name == "bool":  # any byte but 0 is True: no bool tensor holds another value
+                tensor.view(-1).copy_(data != 0)
+            else:
+                tensor.view(-1).view(torch.uint8).copy_(data)
         tensors.append(tensor)
         offset += nbytes
     used = [False] * len(tensors)
@@ -598,6 +604,8 @@ def check_plain(value):
                     or not item.is_contiguous()
                     or item.untyped_storage().nbytes() != item.numel() * item.element_size()):
                 raise WireError("reply holds a tensor that is not a plain, dense CPU tensor")
+            if any(size > MAX_ELEMENTS for size in item.shape):  # an empty tensor of shape (0, 2**40)
+                raise WireError("reply holds a tensor with a dimension over the limit")
             budget["elements"] -= item.numel()
             if budget["elements"] < 0:
                 raise WireError("reply holds too many tensor elements")

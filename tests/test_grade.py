@@ -145,6 +145,11 @@ ATTACKS = {
     "poison_python": {"ex1_answer": POISON_PYTHON},
     "fill_scratch": {"ex1_answer": FILL_SCRATCH},
     "json_bomb": {"ex8_data_answer": JSON_BOMB},
+    # Text that is not valid Unicode (a lone surrogate) in an error the grader shows: it
+    # used to stop the whole batch when the feedback page or notebook was written.
+    "lone_surrogate": {"ex1_answer": "raise ValueError(b'\\xff odd'.decode('utf-8', 'surrogateescape'))",
+                       "ex3_answer": "def _odd(self, x):\n    raise ValueError(b'\\xfe'.decode('utf-8', 'surrogateescape'))\n"
+                                     "CausalAttention.forward = _odd"},
 }
 
 
@@ -243,6 +248,8 @@ def test_attacks_are_explained_to_the_student(hostile):
     results = hostile["results"]
     assert "time limit" in feedback_text(results["endless_loop"])
     assert "ended or crashed" in feedback_text(results["os_exit"])
+    page = (hostile["report"].out_dir / "feedback" / "lone_surrogate.html").read_text(encoding="utf-8")
+    assert "\ufffd odd" in page  # shown, as the replacement character
 
 
 # -- bad files ------------------------------------------------------------------------------

@@ -134,7 +134,7 @@ def test_the_key_is_about_what_runs(course, tmp_path):
     nbformat.write(tampered, tmp_path / "y.ipynb")
     assert answers.key(Submission("y", tmp_path / "y.ipynb"))[0] != key["x"]  # its note differs
     (tmp_path / "broken.ipynb").write_text("{")
-    assert answers.key(Submission("broken", tmp_path / "broken.ipynb")) == (None, None)
+    assert answers.key(Submission("broken", tmp_path / "broken.ipynb")) == (None, None, None)
 
 
 # -- regrades keep the previous results and say what changed --------------------------------

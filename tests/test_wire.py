@@ -78,7 +78,8 @@ def raw(outline, tensors, data=b""):
     (raw({"x": 1}, []), "malformed"),  # an unknown tag
     (raw([{"t": 0}], [["object", [1]]], bytes(8)), "cannot hold"),
     (raw([{"t": 0}], [["float32", [-1]]]), "cannot hold"),
-    (raw([{"t": 0}], [["float32", [2**40, 2**40]]]), "too many tensor elements"),  # refused before allocating
+    (raw([{"t": 0}], [["float32", [2**40, 2**40]]]), "cannot hold"),  # a dimension over the limit
+    (raw([{"t": 0}], [["float32", [2**20] * 3]]), "too many tensor elements"),  # refused before allocating
     (raw([{"t": 0}], [["float32", [1] * 17]], bytes(4)), "cannot hold"),
     (bytearray(wire.RAW + wire.RAW_HEAD.pack(1000) + b"{}"), "cut short"),
     (bytearray(wire.RAW + b"\x00"), "cut short"),
@@ -87,6 +88,25 @@ def raw(outline, tensors, data=b""):
 def test_a_malformed_raw_reply_is_refused(forged, why):
     with pytest.raises(wire.WireError, match=why):
         wire.load_reply(forged)
+
+
+def test_raw_odd_but_honest_answers_arrive_or_fall_back():
+    """More dimensions than RAW describes, a view with torch's negative bit, an outline over its
+    limit: still sent (through torch.save where RAW cannot carry it)."""
+    deep = torch.zeros([1] * 20)
+    conjugated = torch.randn(3, dtype=torch.complex64).conj().imag  # a view with torch's negative bit
+    many = ("ok", [random.Random(i).random() * 1e-300 for i in range(99_000)] + [torch.ones(2)])  # an outline over 2 MB
+    for message in (("ok", deep), ("ok", conjugated), many):
+        assert same(message, send_and_receive(message))
+    assert bytes(wire.dump_reply(("ok", deep))[0][:1]) == wire.TORCH
+    assert bytes(wire.dump_reply(many)[0][:1]) == wire.TORCH
+
+
+def test_raw_bools_are_bools_and_empty_tensors_have_bounded_shapes():
+    got = wire.load_reply(raw({"u": ["ok", {"t": 0}]}, [["bool", [3]]], bytes([0, 1, 7])))[1]
+    assert got.tolist() == [False, True, True] and got.view(torch.uint8).tolist() == [0, 1, 1]
+    with pytest.raises(wire.WireError, match="cannot hold"):  # nothing to send, but a shape to blow up on
+        wire.load_reply(raw([{"t": 0}], [["float32", [0, 2**40]]]))
 
 
 def test_raw_tensors_never_share_the_reply_s_memory():

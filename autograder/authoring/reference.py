@@ -3,7 +3,7 @@ import functools
 import types
 from pathlib import Path
 
-from autograder.authoring.regions import is_script, read_regions, strip_solution_markers
+from autograder.authoring.regions import is_script, split_regions, strip_solution_markers
 
 
 class EditError(ValueError):
@@ -26,8 +26,7 @@ def _load(path, edits=()):
 def edited_regions(path, edits):
     """{region: source} of the solutions file with `edits` made (see `load`)."""
     path = Path(path)
-    stat = path.stat()
-    regions = dict(_regions(str(path.resolve()), stat.st_mtime_ns, stat.st_size))
+    regions = dict(_regions(str(path.resolve()), path.read_text()))
     for region, old, new in edits:
         if region not in regions:
             raise EditError(f"{path} has no region {region!r}")
@@ -39,10 +38,11 @@ def edited_regions(path, edits):
 
 
 @functools.lru_cache(maxsize=16)
-def _regions(path, mtime_ns, size):
-    """The file's regions, read once per version of the file (the error model builds hundreds
-    of edited references from one file)."""
-    return read_regions(path)
+def _regions(path, text):
+    """The regions of the file with this text, split once per text (the error model builds
+    hundreds of edited references from one file; keyed by the text, not the file's time,
+    which a quick rewrite of the same size can leave as it was)."""
+    return split_regions(text, path)
 
 
 @functools.lru_cache(maxsize=4096)

@@ -12,8 +12,13 @@ def read_regions(path):
 
     Text before the first `# %%` line (the module docstring) belongs to no region.
     """
+    return split_regions(Path(path).read_text(), path)
+
+
+def split_regions(text, path):
+    """`read_regions` of a file whose text is `text` (`path` names it in errors)."""
     regions, name, lines = {}, None, []
-    for line in Path(path).read_text().splitlines():
+    for line in text.splitlines():
         match = REGION_LINE.match(line)
         if match:
             if name is not None:

@@ -63,6 +63,7 @@ def grade_batch(assignment, paths, out_dir=None, jobs=2, limits=None, force=Fals
     regrade = Regrade(out_dir, datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ"))
 
     layout = layout_of(source)
+    warming = threading.Thread(target=warm_up_report, name="report", daemon=True)
 
     def record(result):
         nonlocal gradebook
@@ -71,7 +72,7 @@ def grade_batch(assignment, paths, out_dir=None, jobs=2, limits=None, force=Fals
             gradebook = GradebookWriter(course.root, assignment.name)  # a thread: only once workers are forked
             # The class report's plot library loads while the workers grade, not after them,
             # when every core but this process's would wait for it.
-            threading.Thread(target=warm_up_report, name="report", daemon=True).start()
+            warming.start()
         result = late.apply(result)  # a copy: the raw result stays as it is for identical answers
         if result.status != ERROR:  # a grader fault is retried next run
             regrade.keep(result)  # the previous result, if any, goes to history/ first
@@ -110,6 +111,8 @@ def grade_batch(assignment, paths, out_dir=None, jobs=2, limits=None, force=Fals
     clock("gradebook")
     report.seconds = time.perf_counter() - started
     record_wall_time(out_dir, report.seconds)
+    if warming.is_alive():
+        warming.join()  # no thread is left importing when a caller forks again (demo grades twice)
     write_pages(assignment.name, out_dir, report.results, source, new_results=[])  # feedback pages are written
     clock("feedback and report pages")
     return report

@@ -21,7 +21,7 @@ import json
 from pathlib import Path
 
 import autograder
-from autograder.grading.submissions import InvalidNotebook, read_notebook, sanitize, sha256
+from autograder.grading.submissions import InvalidNotebook, read_notebook_and_sha, sanitize
 from autograder.record import GRADED, read_result, write_result
 
 CACHE_DIR = ".answers"  # a dot-name: all_results does not read it
@@ -69,27 +69,23 @@ class IdenticalAnswers:
         self.done = {}  # key -> the leader's result, once it is in
 
     def key(self, submission):
-        """(answers key, Sanitized), or (None, None) for a file that cannot be read: such a
-        file is graded (as invalid) on its own."""
+        """(answers key, Sanitized, the file's SHA-256), or (None, None, None) for a file that
+        cannot be read: such a file is graded (as invalid) on its own."""
         try:
-            clean = sanitize(read_notebook(submission.path), self.source, self.release)
+            notebook, sha = read_notebook_and_sha(submission.path)
+            clean = sanitize(notebook, self.source, self.release)
         except (InvalidNotebook, OSError):
-            return None, None
+            return None, None, None
         what = {"bundle": self.bundle, "seed": self.spec.seed, "limits": self.spec.limits,
                 "isolation": self.spec.isolation, "cells": clean.cells, "tampering": clean.tampering,
                 "ignored": list(submission.ignored)}
-        return hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest(), clean
+        return hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest(), clean, sha
 
     def to_run(self, submissions):
         """The submissions that must run, lazily; the others wait in `followers` or `ready`."""
         for submission in submissions:
-            key, clean = self.key(submission)
+            key, clean, sha = self.key(submission)  # the hash of the bytes that were read and are graded
             if key is None:
-                yield submission
-                continue
-            try:
-                sha = submission.sha256 or sha256(submission.path)
-            except OSError:
                 yield submission
                 continue
             notebook = clean.notebook

@@ -56,6 +56,7 @@ class LocalScheduler:
         pin = workers <= len(_usable_cores())  # one core per worker and its sandbox
         pool = ProcessPoolExecutor(workers, mp_context=context, initializer=worker_setup,
                                    initargs=(spec, slots, pin))
+        finished = False
         try:
             pending = {pool.submit(grade_job, s): s for s in submissions}  # may be worked out lazily
             while pending:
@@ -68,10 +69,13 @@ class LocalScheduler:
                         raise
                     except Exception as error:  # a worker died: report, go on
                         yield worker_failure(spec, submission, error)
+            finished = True
         finally:
-            # Don't wait for the workers to wind down: their sandboxes are disposable and
-            # die with them, and the workers die with us (PR_SET_PDEATHSIG).
-            pool.shutdown(wait=False, cancel_futures=True)
+            # Every result in: the idle workers close their sandboxes (and, without bubblewrap,
+            # remove their scratch folders) before the grader may leave without Python's
+            # tear-down. Stopped early: don't wait for busy workers; their sandboxes are
+            # disposable and die with them, and the workers die with us (PR_SET_PDEATHSIG).
+            pool.shutdown(wait=finished, cancel_futures=not finished)
 
 
 def _usable_cores():

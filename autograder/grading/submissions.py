@@ -89,6 +89,11 @@ def sha256(path):
 # -- reading ------------------------------------------------------------------------------
 def read_notebook(path):
     """A validated nbformat-4 notebook, or InvalidNotebook with a message that says why."""
+    return read_notebook_and_sha(path)[0]
+
+
+def read_notebook_and_sha(path):
+    """(`read_notebook(path)`, the SHA-256 of the very bytes it was read from)."""
     path = Path(path)
     size = path.stat().st_size
     if size == 0:
@@ -97,7 +102,8 @@ def read_notebook(path):
         raise InvalidNotebook(f"the file is {size / 2**20:.0f} MB, over the "
                               f"{MAX_NOTEBOOK_BYTES / 2**20:.0f} MB limit (clear large outputs and resubmit)")
     try:
-        text = path.read_bytes().decode("utf-8")
+        raw = path.read_bytes()
+        text = raw.decode("utf-8")
         data = json.loads(text)
     except RecursionError:
         raise InvalidNotebook("the file is JSON nested too deeply to be a notebook") from None
@@ -116,7 +122,7 @@ def read_notebook(path):
         raise InvalidNotebook(f"the notebook is damaged: {message[:200]}") from None
     except (Exception, RecursionError) as error:  # anything else nbformat rejects
         raise InvalidNotebook(f"the notebook is damaged ({type(error).__name__})") from None
-    return notebook
+    return notebook, hashlib.sha256(raw).hexdigest()
 
 
 # -- restoring locked cells ------------------------------------------------------------

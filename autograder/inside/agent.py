@@ -241,6 +241,8 @@ class Worker:
             return True
         pid, self.child = self.child, None
         try:
+            if self.child_cpu is None:  # not reaped yet, so `pid` is still our child's, never another's
+                _await_exit(pid)
             cpu = _kill_everything(pid, OWN_PID_NAMESPACE)
             if self.child_cpu is None:
                 self.child_cpu = cpu
@@ -281,7 +283,6 @@ def _kill_everything(pid, own_pid_namespace):
 
     Returns the CPU seconds the child used, if it was reaped here."""
     cpu = None
-    _await_exit(pid)
     for _ in range(1000):
         if own_pid_namespace:
             try:
@@ -310,9 +311,10 @@ def _kill_everything(pid, own_pid_namespace):
 
 
 def _await_exit(pid, timeout=1.0):
-    """Kill the submission's own process and sleep until it has exited (its memory is
-    freed on its way out, which takes a while for a big process): polling instead
-    wakes this process again and again while the exit needs the same core."""
+    """Kill the submission's own process (not yet reaped: the caller makes sure) and sleep
+    until it has exited. Its memory is freed on its way out, which takes a while for a big
+    process; polling /proc instead woke this process again and again while that exit
+    needed the same core."""
     import select
 
     try:
@@ -321,7 +323,9 @@ def _await_exit(pid, timeout=1.0):
     except (ProcessLookupError, OSError, AttributeError):
         return
     try:
-        select.select([handle], [], [], timeout)
+        waiting = select.poll()
+        waiting.register(handle, select.POLLIN)
+        waiting.poll(timeout * 1000)
     finally:
         os.close(handle)
 

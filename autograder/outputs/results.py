@@ -209,12 +209,12 @@ def _one_commit(session):
     session.commit = session.flush
     try:
         yield
-    except BaseException:
         del session.commit
+        commit()
+    except BaseException:
+        session.__dict__.pop("commit", None)
         session.rollback()
         raise
-    del session.commit
-    commit()
 
 
 @contextlib.contextmanager
