@@ -500,7 +500,8 @@ def run():
     waits for this process. By the time `grade` returns, every output is written and
     closed, and the local workers have closed their sandboxes (see LocalScheduler)."""
     code = main()
-    if sys.argv[1:2] == ["grade"] and "--cluster" not in sys.argv:  # a Dask client may still be closing
+    on_a_cluster = any(arg == "--cluster" or arg.startswith("--cluster=") for arg in sys.argv)
+    if sys.argv[1:2] == ["grade"] and not on_a_cluster:  # a Dask client may still be closing
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code or 0)

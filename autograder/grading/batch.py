@@ -31,12 +31,12 @@ def grade_batch(assignment, paths, out_dir=None, jobs=2, limits=None, force=Fals
     import threading
 
     from autograder.grading.identical import CACHE_DIR, IdenticalAnswers
-    from autograder.outputs.feedback import layout_of, write_feedback
-    from autograder.outputs.report import warm_up_report
     from autograder.grading.late import LatePolicy, LateWork
     from autograder.grading.submission import BatchSpec, write_autograded
     from autograder.grading.scheduler import LocalScheduler
     from autograder.grading.selfcheck import verify
+    from autograder.outputs.feedback import layout_of, write_feedback
+    from autograder.outputs.report import warm_up_report
 
     late = LateWork(LatePolicy.from_settings(assignment.settings.get("late"),
                                              f"{assignment.folder / 'assignment.toml'} [late]"),

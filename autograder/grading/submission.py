@@ -291,7 +291,7 @@ def write_autograded(spec, student_id, notebook, result):
 
     `notebook` was read and validated by sanitizing; it is written as plain JSON, as
     nbformat writes it, without validating it again (nbformat's write and output
-    constructors validated it twice more: most of this function's 13 ms)."""
+    constructors validated it twice more, which took most of this function's time)."""
     by_cell = {cell.name: cell for cell in result.cells}
     cells, seen = [], set()
     for index, cell in enumerate(notebook["cells"]):
