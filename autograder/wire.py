@@ -544,6 +544,9 @@ def load_reply(payload):
             message = torch.load(source, weights_only=True, map_location="cpu")
             check_plain(message)  # first: it bounds the walk below
             _check_filled(message, source.filled)
+            for tensor in _tensors(message):
+                if tensor.dtype == torch.bool:  # any byte but 0 is True, as in RAW replies
+                    tensor.view(torch.uint8).clamp_(max=1)
             return message
         else:
             raise WireError("reply of an unknown kind")

@@ -105,6 +105,9 @@ def test_raw_odd_but_honest_answers_arrive_or_fall_back():
 def test_raw_bools_are_bools_and_empty_tensors_have_bounded_shapes():
     got = wire.load_reply(raw({"u": ["ok", {"t": 0}]}, [["bool", [3]]], bytes([0, 1, 7])))[1]
     assert got.tolist() == [False, True, True] and got.view(torch.uint8).tolist() == [0, 1, 1]
+    odd = torch.tensor([0, 1, 7], dtype=torch.uint8).view(torch.bool)  # what a sandbox can send with torch.save
+    got = wire.load_reply(bytearray(b"".join(bytes(p) for p in wire.torch_reply(("ok", odd)))))[1]
+    assert got.view(torch.uint8).tolist() == [0, 1, 1]
     with pytest.raises(wire.WireError, match="cannot hold"):  # nothing to send, but a shape to blow up on
         wire.load_reply(raw([{"t": 0}], [["float32", [0, 2**40]]]))
 
