@@ -301,6 +301,14 @@ def _raw_reply(message):
     return parts
 
 
+def _bounded_json(text):
+    """json.loads, after counting values (commas and brackets in strings only make this
+    stricter): a 2 MB reply can hold millions of tiny lists, each 60 bytes of memory."""
+    if text.count(b",") + text.count(b"[") + text.count(b"{") > MAX_NODES:
+        raise WireError("reply is too big or nested too deeply")
+    return json.loads(text)
+
+
 def _load_raw(body):
     """Decode a RAW reply's body (after its kind byte); raise WireError unless well-formed."""
     import math
@@ -313,10 +321,7 @@ def _load_raw(body):
     start = RAW_HEAD.size + size
     if size > MAX_JSON_BYTES or start > body.nbytes:
         raise WireError("reply outline is over its limit or cut short")
-    text = bytes(body[RAW_HEAD.size:start])
-    if text.count(b",") + text.count(b"[") + text.count(b"{") > MAX_NODES:
-        raise WireError("reply is too big or nested too deeply")
-    head = json.loads(text)
+    head = _bounded_json(bytes(body[RAW_HEAD.size:start]))
     if type(head) is not dict or set(head) != {"outline", "tensors"} or type(head["tensors"]) is not list:
         raise WireError("reply outline is malformed")
     sizes, elements = [], 0
@@ -526,12 +531,7 @@ def load_reply(payload):
         raise WireError("reply of an unknown kind or over its size limit")
     try:
         if kind == JSON:
-            text = bytes(body)
-            # Count values before parsing (commas and brackets in strings only make this
-            # stricter): a 2 MB reply can hold millions of tiny lists, each 60 bytes of memory.
-            if text.count(b",") + text.count(b"[") + text.count(b"{") > MAX_NODES:
-                raise WireError("reply is too big or nested too deeply")
-            message = json.loads(text)
+            message = _bounded_json(bytes(body))
         elif kind == RAW:
             message = _load_raw(body)
         elif kind == TORCH:
