@@ -366,6 +366,46 @@ def test_the_next_student_cannot_find_an_earlier_students_code_in_memory(sandbox
     sandbox.finish()
 
 
+GRID = """
+import sys, torch
+
+class Grid(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(4, 4)
+    def forward(self, x):
+        return torch.softmax(self.proj(x), dim=-1) + torch.arange(x.shape[-1], device=x.device)
+
+def compiler_loaded():
+    return "torch._dynamo" in sys.modules
+"""
+
+
+def test_the_meta_device_probe_runs_without_importing_the_compiler(sandbox):
+    """The warm interpreter marks torch's kernels so that the meta device does not import
+    torch._dynamo (0.8 s per sandbox), and a student who compiles still can."""
+    reply, student = run(sandbox, GRID, "before = 'torch._dynamo' in sys.modules")
+    assert reply[0] == "ran" and not any(entry["error"] for entry in reply[1]), reply
+    handle = student.new("Grid", seed=0)
+    report = student.meta_forward(handle, torch.randn(2, 3, 4))
+    assert report["error"] is None and report["output_device"] == "meta" and report["cpu_ops"] == []
+    assert student.value("before") is False and student.call("compiler_loaded") is False
+    sandbox.finish()
+    compiled = GRID + """
+seen = 'torch._dynamo' in sys.modules
+f = torch.compile(lambda x: torch.softmax(x, dim=-1) * 2, backend="eager")
+y = f(torch.zeros(2, 4))
+after = 'torch._dynamo' in sys.modules
+meta = Grid().to("meta")(torch.zeros(2, 3, 4, device="meta")).shape
+"""
+    reply, student = run(sandbox, compiled)
+    assert reply[0] == "ran" and not reply[1][0]["error"], reply
+    assert student.value("seen") is False and student.value("after") is True
+    assert torch.equal(student.value("y"), torch.full((2, 4), 0.5))
+    assert list(student.value("meta")) == [2, 3, 4]  # the marks undone: torch's own path, still right
+    sandbox.finish()
+
+
 @pytest.mark.parametrize("meddle", [
     "import os, resource\nresource.prlimit(os.getppid(), resource.RLIMIT_NOFILE, (8, 8))",
     "import os\nos.setpriority(os.PRIO_PROCESS, os.getppid(), 19)",

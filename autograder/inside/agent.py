@@ -408,6 +408,57 @@ def _make_shell():
     return shell
 
 
+class _DynamoUndo:
+    """Import hook: the first import of torch._dynamo gives back torch's own markers
+    (see `_defer_dynamo`), so code that compiles runs exactly as torch intends."""
+
+    def __init__(self, marked):
+        self.marked = marked
+
+    def find_spec(self, name, path=None, target=None):
+        if name == "torch._dynamo":
+            sys.meta_path[:] = [finder for finder in sys.meta_path if finder is not self]
+            for fn in self.marked:
+                if fn.__dict__.get("__dynamo_disable") is fn:
+                    del fn.__dict__["__dynamo_disable"]
+        return None  # the import itself goes on as usual
+
+
+def _defer_dynamo():
+    """Keep torch's compiler (torch._dynamo, about 0.8 s to import) out of the warm interpreter.
+
+    torch marks many of its own Python kernels, among them those the meta device runs (the
+    meta-device probe), "not to be compiled" with `torch._disable_dynamo`, which imports the
+    compiler on a kernel's first call only to mark it. Nothing is compiled here unless a
+    student's code asks, so each such kernel is marked with itself (torch caches the marked
+    kernel in `__dynamo_disable`); the first import of torch._dynamo removes these marks
+    again. Returns how many kernels were marked (0 if this torch works differently: then the
+    compiler is simply imported as before)."""
+    import gc
+    import types
+
+    import torch._compile
+
+    if "torch._dynamo" in sys.modules:
+        return 0
+    try:
+        inner = torch._compile._disable_dynamo(lambda: None).__code__
+        at = inner.co_freevars.index("fn")
+    except (AttributeError, TypeError, ValueError):
+        return 0
+    marked = []
+    for obj in gc.get_objects():
+        if type(obj) is types.FunctionType and obj.__code__ is inner and obj.__closure__:
+            fn = obj.__closure__[at].cell_contents
+            attributes = getattr(fn, "__dict__", None)
+            if isinstance(attributes, dict) and "__dynamo_disable" not in attributes:
+                attributes["__dynamo_disable"] = fn
+                marked.append(fn)
+    if marked:
+        sys.meta_path.insert(0, _DynamoUndo(marked))
+    return len(marked)
+
+
 def _warm_up():
     """Pay torch's first-call costs once, here, so that every forked child starts warm.
 
@@ -419,6 +470,8 @@ def _warm_up():
     from torch.utils.data import DataLoader, TensorDataset
 
     from autograder.inside.student import NamespaceStudent
+
+    _defer_dynamo()  # after the imports above: they define more of the kernels it marks
 
     class Tiny(torch.nn.Module):
         def __init__(self):
