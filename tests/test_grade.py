@@ -301,6 +301,18 @@ def test_tampering_is_restored_and_recorded(bad_batch):
 
 
 # -- outputs, resuming ------------------------------------------------------------------------
+def orphaned_fork_servers(timeout=10):
+    """Fork servers (and workers made by them) whose grader is gone, once they had time to leave."""
+    deadline = time.monotonic() + timeout
+    while True:
+        out = subprocess.run(["ps", "-eo", "ppid=,args="], capture_output=True, text=True).stdout
+        found = [line for line in out.splitlines()
+                 if "multiprocessing.forkserver" in line and line.split()[0] == "1"]
+        if not found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.1)
+
+
 @pytest.mark.slow
 @needs_bwrap
 def test_kill_9_mid_batch_then_rerun_grades_everything_exactly_once(tmp_path):
@@ -329,6 +341,7 @@ def test_kill_9_mid_batch_then_rerun_grades_everything_exactly_once(tmp_path):
     first.wait()
     time.sleep(1)
     assert not settled_sandbox_processes(0)  # workers and sandboxes died with the grader
+    assert not orphaned_fork_servers()  # and the workers' fork server too
     done_before = {p.name: p.read_bytes() for p in out.glob("s*.json")}
     assert 30 <= len(done_before) < 100
     second = subprocess.run(command, capture_output=True, text=True)
@@ -344,6 +357,33 @@ def test_kill_9_mid_batch_then_rerun_grades_everything_exactly_once(tmp_path):
     assert exported.returncode == 0, exported.stderr[-2000:]
     grades = {r["student_id"]: float(r["raw_score"]) for r in csv.DictReader(open(course / "grades.csv"))}
     assert len(grades) == 100 and grades["s000_ada"] == 26 and grades["s001_ben"] == 17.8
+
+
+@needs_bwrap
+def test_workers_come_from_one_torch_import_and_adopt_sandboxes_launched_for_them(tmp_path):
+    """The grader launches each worker's first sandbox and a fork server imports torch once;
+    workers are forked from it and adopt the sandboxes. A run of identical answers leaves the
+    second worker idle: its launched sandbox is closed all the same, and nothing is left."""
+    import glob
+    import tempfile
+    from multiprocessing import forkserver
+
+    from autograder.grading.scheduler import LocalScheduler
+
+    course = new_course(tmp_path)
+    (tmp_path / "in").mkdir()
+    for index in range(3):
+        write(tmp_path / "in", f"twin{index}", example("ada"))  # one runs, two are copies
+    scheduler = LocalScheduler(2)
+    report = grade_batch(assignment_of(course), [tmp_path / "in"], scheduler=scheduler, seed=SEED)
+    assert sorted(r.score for r in report.graded) == [26, 26, 26]
+    assert sum(r.reused for r in report.graded) == 2
+    assert scheduler.launched == []  # reaped
+    assert not glob.glob(f"{tempfile.gettempdir()}/autograder-sandbox-*.err")
+    assert not settled_sandbox_processes(0)
+    server = forkserver._forkserver._forkserver_pid
+    with open(f"/proc/{server}/maps") as maps:
+        assert "libtorch" in maps.read()  # torch was imported once, there, before the workers were forked
 
 
 def test_one_notebook_per_student_is_graded_and_the_others_are_named(tmp_path):

@@ -181,6 +181,21 @@ def test_a_regrade_keeps_the_old_results_and_lists_whose_score_moved(course, tmp
     assert len(kept) == 1  # the second run's changes.csv, before the third replaced it
 
 
+class InProcessScheduler(CountingScheduler):
+    """Grades for real, but with one GradingWorker in this process (so a monkeypatch reaches it)."""
+
+    def grade(self, spec, submissions):
+        from autograder.grading.submission import GradingWorker
+
+        worker = GradingWorker(spec).setup()
+        try:
+            for submission in submissions:
+                self.ran.append(submission.student_id)
+                yield worker.grade(submission)
+        finally:
+            worker.close()
+
+
 def test_the_worker_grades_the_batch_s_own_reading_of_the_notebook(course, tmp_path, monkeypatch):
     """The batch reads and sanitizes each notebook for its answers key; the worker grades that
     reading instead of reading the file again (5 ms of a worker's CPU per submission)."""
@@ -189,9 +204,9 @@ def test_the_worker_grades_the_batch_s_own_reading_of_the_notebook(course, tmp_p
     def read_again(path):
         raise AssertionError(f"{path} was read a second time")
 
-    monkeypatch.setattr(worker_side, "read_notebook", read_again)  # forked workers inherit this
+    monkeypatch.setattr(worker_side, "read_notebook", read_again)
     hand_in(tmp_path / "in", {"a1": "ada", "d1": "dee"})
-    report = grade_batch(assignment_of(course), [tmp_path / "in"], jobs=1, seed=1)
+    report = grade_batch(assignment_of(course), [tmp_path / "in"], scheduler=InProcessScheduler(), seed=1)
     results = by_student(report)
     assert results["a1"].status == GRADED and results["a1"].score == 26
     assert results["d1"].status == GRADED and results["d1"].score == 0

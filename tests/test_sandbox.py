@@ -1,6 +1,7 @@
 """What student code can see and do inside the sandbox, probed directly."""
 import os
 import socket
+import subprocess
 import threading
 import time
 
@@ -10,7 +11,7 @@ import torch
 from autograder.grading.sandbox import Limits, Sandbox, SandboxStudent
 from autograder.wire import StudentError
 
-from helpers import ROOT, settled_sandbox_processes
+from helpers import ROOT, sandbox_processes, settled_sandbox_processes
 
 pytestmark = pytest.mark.usefixtures("sandbox_required")
 
@@ -364,6 +365,60 @@ def test_the_next_student_cannot_find_an_earlier_students_code_in_memory(sandbox
     assert reply[0] == "ran" and not reply[1][0]["error"], reply
     assert student.value("hits") < 100  # its own needle, a few times; a leak would give ~17 500
     sandbox.finish()
+
+
+def _adopt_and_grade(handover, answers):
+    """In another process: adopt a launched sandbox, grade one cell, close it."""
+    from autograder.grading.sandbox import Limits, Sandbox, SandboxStudent
+
+    box = Sandbox(handover.slot, Limits(timeout=15, memory_bytes=2**30))
+    box.adopt(handover)
+    box.await_hello()
+    reply = box.run([("cell", "v = 6 * 7")], seed=0)
+    answers.put((reply[0], SandboxStudent(box).value("v")))
+    box.finish()
+    box.close(graceful=False)  # not its child: killed through its process group all the same
+    answers.put(box.process is None)
+
+
+def test_a_sandbox_launched_by_one_process_is_used_and_closed_by_another(tmp_path):
+    """The grader launches each worker's first sandbox; the worker, made later by the fork
+    server, adopts it (its control socket crosses as a duplicated descriptor)."""
+    from autograder.grading.scheduler import _worker_context
+
+    before = set(sandbox_processes())  # this module's own warm sandbox
+    launched = Sandbox(0, Limits(timeout=15, memory_bytes=2**30))
+    launched.launch(for_another=True)
+    errors = launched.stderr_path
+    assert os.path.exists(errors)
+    context = _worker_context()  # the fork server the local workers come from
+    answers = context.Queue()
+    worker = context.Process(target=_adopt_and_grade, args=(launched.handover(), answers))
+    worker.start()
+    assert answers.get(timeout=120) == ("ran", 42)
+    assert answers.get(timeout=30) is True
+    worker.join(30)
+    assert worker.exitcode == 0
+    assert launched.process.wait(timeout=10) is not None  # killed by the worker; reaped here, its launcher
+    assert not os.path.exists(errors)  # the worker took its error output and removed the file
+    launched.close(graceful=False)
+    assert set(settled_sandbox_processes(len(before))) <= before
+
+
+def test_an_adopted_sandbox_that_dies_is_seen_as_ended():
+    from autograder.grading.sandbox import AdoptedProcess
+
+    before = set(sandbox_processes())
+    launched = Sandbox(0, Limits(timeout=15, memory_bytes=2**30))
+    launched.launch(for_another=True)
+    adopted = AdoptedProcess(launched.process.pid, None)
+    assert adopted.poll() is None
+    with pytest.raises(subprocess.TimeoutExpired):
+        adopted.wait(timeout=0.05)
+    adopted.kill()  # the launcher has not reaped it: still a zombie of ours, so its pid is its own
+    assert adopted.wait(timeout=10) is not None
+    launched.close(graceful=False)
+    assert set(settled_sandbox_processes(len(before))) <= before
 
 
 GRID = """

@@ -11,11 +11,13 @@ and `unsafe_warning()` says what is missing.
 `SandboxStudent` implements the probe API of `student.NamespaceStudent` by
 sending each call to the sandbox and reading the answer back as plain data.
 """
+import contextlib
 import hashlib
 import os
 import select
 import shlex
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -410,6 +412,7 @@ class Sandbox:
         self.deadline = None
         self.agent = None
         self.scratch = None
+        self.stderr_path = None  # launched for another process: where its error output goes
         self.last_cpu = None
         self.inbox = bytearray()  # replies are read into this one buffer, reused
 
@@ -418,8 +421,11 @@ class Sandbox:
         self.launch()
         return self.await_hello()
 
-    def launch(self):
-        """Start the sandbox process; it imports torch while the caller does other work."""
+    def launch(self, for_another=False):
+        """Start the sandbox process; it imports torch while the caller does other work.
+
+        `for_another`: it will be handed over (see `handover`), so its error output goes
+        to a file that the process adopting it can open, not to a pipe of ours."""
         self.close()
         self.prepare()
         ours, theirs = _socket_pair()
@@ -435,13 +441,32 @@ class Sandbox:
             theirs.close()
             raise
         cwd = self.scratch or "/"
-        self.process = subprocess.Popen(
-            command, pass_fds=(theirs.fileno(),), env=env, cwd=cwd,
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-            start_new_session=True,
-        )
-        theirs.close()
+        errors = subprocess.PIPE
+        if for_another:
+            errors, self.stderr_path = tempfile.mkstemp(prefix="autograder-sandbox-", suffix=".err")
+        try:
+            self.process = subprocess.Popen(
+                command, pass_fds=(theirs.fileno(),), env=env, cwd=cwd,
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=errors,
+                start_new_session=True,
+            )
+        finally:
+            theirs.close()
+            if for_another:
+                os.close(errors)
         self.control = ours
+
+    def handover(self):
+        """What another process needs to adopt this launched sandbox (see `Handover`)."""
+        return Handover(self.slot, self.process.pid, self.control, self.stderr_path, self.scratch, str(self.agent))
+
+    def adopt(self, handover):
+        """Use a sandbox that another process launched (and will reap, after the batch)."""
+        self.close()
+        self.agent, self.scratch, self.control = Path(handover.agent), handover.scratch, handover.control
+        errors = open(handover.stderr_path, "rb")
+        os.unlink(handover.stderr_path)  # ours alone now; gone once closed
+        self.process = AdoptedProcess(handover.pid, errors)
 
     def prepare(self):
         """Everything before the process: the sandbox's own code folder (shared and reused)."""
@@ -484,11 +509,16 @@ class Sandbox:
             except (ProcessLookupError, PermissionError):
                 self.process.kill()
             self.process.wait()
-        self.process.stderr.close()
+        if self.process.stderr is not None:
+            self.process.stderr.close()
         self.process = None
         if self.scratch:
             shutil.rmtree(self.scratch, ignore_errors=True)
             self.scratch = None
+        if self.stderr_path:
+            with contextlib.suppress(OSError):
+                os.unlink(self.stderr_path)  # not adopted after all
+            self.stderr_path = None
 
     def _drop_channel(self):
         if self.channel is not None:
@@ -497,7 +527,7 @@ class Sandbox:
 
     # talking
     def _stderr_tail(self):
-        if self.process and self.process.poll() is not None:
+        if self.process and self.process.poll() is not None and self.process.stderr is not None:
             return self.process.stderr.read().decode(errors="replace").strip()[-500:] or "no message"
         return "no answer"
 
@@ -592,6 +622,61 @@ class Sandbox:
         if len(reply) > 2 and type(reply[2]) is float:
             self.last_cpu = reply[2]
         return reply[1] if len(reply) > 1 and type(reply[1]) is str else None
+
+
+# -- a sandbox launched by one process, used by another -----------------------------
+@dataclass
+class Handover:
+    """A launched sandbox, as the process adopting it receives it.
+
+    The grader's main process launches every local worker's first sandbox at once, so
+    they start while the workers themselves are still being made; each worker adopts
+    its slot's. The control socket crosses to the worker as a duplicated descriptor
+    (multiprocessing pickles sockets so when it starts a process); the rest is plain data.
+    """
+    slot: int
+    pid: int
+    control: socket.socket
+    stderr_path: str
+    scratch: str | None
+    agent: str
+
+
+class AdoptedProcess:
+    """The part of `subprocess.Popen` a `Sandbox` uses, for a process that is not our child.
+
+    Its launcher reaps it only after the batch, so until then its pid (and process group,
+    the same number: a new session) cannot be anyone else's, and /proc tells whether it
+    has ended: a zombie has. How it ended is the launcher's to know."""
+
+    def __init__(self, pid, stderr):
+        self.pid, self.stderr, self.returncode = pid, stderr, None
+
+    def poll(self):
+        if self.returncode is None and not _running(self.pid):
+            self.returncode = -signal.SIGKILL
+        return self.returncode
+
+    def wait(self, timeout=None):
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired("sandbox", timeout)
+            time.sleep(0.005)
+        return self.returncode
+
+    def kill(self):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGKILL)
+
+
+def _running(pid):
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            state = stat.read().rsplit(b")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in (b"Z", b"X", b"x")
 
 
 # -- the student proxy -------------------------------------------------------------

@@ -8,6 +8,7 @@ processes on this machine; `cluster.DaskScheduler` uses Dask workers.
 """
 import multiprocessing
 import os
+import socket
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from typing import Iterable, Iterator, Protocol, Sized
 
@@ -27,16 +28,42 @@ class Scheduler(Protocol):
         """Yield one result per submission, in completion order."""
 
 
+WORKER_PRELOAD = ["autograder.grading.runner"]  # torch and pytest: about 1 s of CPU to import
+
+
 class LocalScheduler:
     """`jobs` worker processes, each with its own warm sandbox.
 
-    Workers are forked at once, before this process imports torch: each starts
-    its sandbox first and gets ready while the sandbox starts, so every core has
-    work from the first second (warming up here first left cores idle).
+    Workers come from multiprocessing's fork server, which imports torch and pytest
+    once (`WORKER_PRELOAD`) and forks every worker from there: each worker used to
+    import them itself. `start()` launches the server and the workers' first sandboxes
+    early, so that all of them warm up together while this process reads the
+    submissions. This process itself never imports torch. Where there is no fork
+    server, workers are forked from this process and start their own sandboxes.
     """
 
     def __init__(self, jobs):
         self.jobs = max(1, int(jobs))
+        self.context = _worker_context()
+        self.forks_caller = self.context.get_start_method() == "fork"  # no fork server here
+        self.launched = []  # sandboxes started by start(), one per worker slot
+
+    def start(self, spec, count):
+        """Start what takes long before `grade`: the fork server (it imports torch) and the
+        first sandbox of each of the workers `count` submissions need; returns at once.
+
+        The sandboxes start here, not in the workers, because a worker exists only once the
+        fork server has imported: started here they warm up meanwhile, and every core has
+        work from the first second. Each worker adopts its slot's (see `sandbox.Handover`)."""
+        if self.forks_caller:
+            return
+        from multiprocessing import forkserver
+
+        forkserver.ensure_running()
+        try:
+            self.launched = _launch_sandboxes(spec, min(self.jobs, count))
+        except Exception:  # each worker starts its own and reports what goes wrong, as before
+            self._close_launched()
 
     def require_sandbox(self, unsafe_no_sandbox=False):
         from autograder.grading.sandbox import require_sandbox
@@ -48,16 +75,23 @@ class LocalScheduler:
             submissions = list(submissions)
         if not len(submissions):  # an upper bound: the pool is started before the items are known
             return
-        context = multiprocessing.get_context("fork")
+        context = self.context
         slots = context.Queue()
         workers = min(self.jobs, len(submissions))
         for slot in range(workers):
             slots.put(slot)
         pin = workers <= len(_usable_cores())  # one core per worker and its sandbox
+        handovers = [sandbox.handover() for sandbox in self.launched if sandbox.slot < workers]
+        held, lifeline = socket.socketpair()  # see submission._die_with_grader
         pool = ProcessPoolExecutor(workers, mp_context=context, initializer=worker_setup,
-                                   initargs=(spec, slots, pin))
+                                   initargs=(spec, slots, pin, handovers, lifeline))
         finished = False
         try:
+            if not self.forks_caller and hasattr(pool, "_launch_processes"):
+                # Every worker now, as a forked pool does: from a fork server the pool would
+                # start them one per submission, and a run of identical answers could leave a
+                # slot (and its launched sandbox) unused.
+                pool._launch_processes()
             pending = {pool.submit(grade_job, s): s for s in submissions}  # may be worked out lazily
             while pending:
                 done, _ = wait(pending, return_when=FIRST_COMPLETED)
@@ -76,6 +110,53 @@ class LocalScheduler:
             # tear-down. Stopped early: don't wait for busy workers; their sandboxes are
             # disposable and die with them, and the workers die with us (PR_SET_PDEATHSIG).
             pool.shutdown(wait=finished, cancel_futures=not finished)
+            held.close()  # workers still busy (stopped early) leave now
+            lifeline.close()
+            self._close_launched()  # the workers have closed them; here they are reaped
+
+    def _close_launched(self):
+        launched, self.launched = self.launched, []
+        for sandbox in launched:
+            sandbox.close(graceful=False)
+
+
+def _launch_sandboxes(spec, count):
+    """`count` sandboxes for the workers' slots, each started on its slot's core."""
+    from pathlib import Path
+
+    from autograder.course import Course
+    from autograder.grading.sandbox import Limits, Sandbox
+    from autograder.grading.submission import core_of
+
+    assignment = Course(Path(spec.course)).assignment(spec.assignment)
+    mask = _usable_cores()
+    pin = count <= len(mask) and hasattr(os, "sched_setaffinity")
+    launched = []
+    try:
+        for slot in range(count):
+            sandbox = Sandbox(slot, Limits(**spec.limits), spec.isolation == "none",
+                              conceal=[spec.course], extra_files=assignment.sandbox_files())
+            launched.append(sandbox)
+            if pin:
+                os.sched_setaffinity(0, {core_of(slot, mask)})  # this thread only; the sandbox inherits it
+            sandbox.launch(for_another=True)
+    except BaseException:
+        for sandbox in launched:
+            sandbox.close(graceful=False)
+        raise
+    finally:
+        if pin:
+            os.sched_setaffinity(0, mask)
+    return launched
+
+
+def _worker_context():
+    try:
+        context = multiprocessing.get_context("forkserver")
+    except ValueError:  # no fork server on this platform
+        return multiprocessing.get_context("fork")
+    context.set_forkserver_preload(WORKER_PRELOAD)  # only these: never the caller's __main__
+    return context
 
 
 def _usable_cores():

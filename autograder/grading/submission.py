@@ -50,19 +50,17 @@ class GradingWorker:
         self.sandbox = self.checks = self.assignment = self.source = self.release = None
         self.last_notebook = None  # the sanitized notebook of the last submission graded, if any
 
-    def setup(self, slot=0, pin=False):
+    def setup(self, slot=0, pin=False, handover=None):
         try:
-            self._setup(slot, pin)
+            self._setup(slot, pin, handover)
         except (NoSandbox, PoisonedInterpreter) as refusal:  # the whole batch must stop: see LocalScheduler
             self.setup_error = refusal
         except Exception as error:
             self.setup_error = RuntimeError(f"this grading worker could not start: {type(error).__name__}: {error}")
         return self
 
-    def _setup(self, slot, pin):
-        from autograder.grading.runner import CheckSession
+    def _setup(self, slot, pin, handover):
         from autograder.grading.sandbox import Limits, Sandbox
-        from autograder.grading.selfcheck import verify
 
         spec = self.spec
         if pin:
@@ -70,7 +68,17 @@ class GradingWorker:
         assignment = Course(Path(spec.course)).assignment(spec.assignment)
         self.sandbox = Sandbox(slot, Limits(**spec.limits), spec.isolation == "none",
                                conceal=[spec.course], extra_files=assignment.sandbox_files())
-        self.sandbox.launch()  # first: it starts (about 3 s) while this process gets ready below
+        if handover is not None:
+            try:
+                self.sandbox.adopt(handover)  # launched for us by the grader, already warming up
+            except OSError:  # its error file is gone: the grader closes it, we start our own
+                handover.control.close()
+                handover = None
+        if handover is None:
+            self.sandbox.launch()  # first: it starts (about 1.5 s) while this process gets ready below
+        from autograder.grading.runner import CheckSession  # torch and pytest, unless preloaded
+        from autograder.grading.selfcheck import verify
+
         self._prepare(assignment)
         verify()  # this process compares answers: its comparisons must be torch's own
         self.checks = CheckSession(assignment)
@@ -176,11 +184,21 @@ class GradingWorker:
 _worker = None  # this pool process's GradingWorker
 
 
-def worker_setup(spec, slots=None, pin=False):
-    """Per local pool process: start a sandbox and, while it warms up, the checks (called once)."""
+def worker_setup(spec, slots=None, pin=False, handovers=(), lifeline=None):
+    """Per local pool process: start a sandbox (or adopt the one launched for this slot, see
+    `sandbox.Handover`) and, while it warms up, the checks (called once)."""
     global _worker
     _die_with_parent()
-    _worker = GradingWorker(spec).setup(slots.get() if slots is not None else 0, pin)
+    if lifeline is not None:
+        _die_with_grader(lifeline)
+    slot = slots.get() if slots is not None else 0
+    mine = None
+    for handover in handovers:
+        if handover.slot == slot and mine is None:
+            mine = handover
+        else:
+            handover.control.close()  # another worker's: its sandbox must see that worker alone
+    _worker = GradingWorker(spec).setup(slot, pin, mine)
     # Forked pool workers leave through os._exit, skipping atexit; multiprocessing's
     # finalizers do run.
     from multiprocessing.util import Finalize
@@ -193,6 +211,13 @@ def grade_job(submission):
     return _worker.grade(submission)
 
 
+def core_of(slot, cores=None):
+    """The core a local worker's slot runs on (its sandbox's too), of `cores` (default: this
+    thread's usable cores)."""
+    cores = sorted(cores if cores is not None else os.sched_getaffinity(0))
+    return cores[slot % len(cores)]
+
+
 def _pin_to_one_core(slot):
     """Keep this worker and its sandbox (which inherits the mask) on one core.
 
@@ -202,8 +227,7 @@ def _pin_to_one_core(slot):
     local scheduler asks for this, with no more workers than usable cores.
     """
     try:
-        cores = sorted(os.sched_getaffinity(0))
-        os.sched_setaffinity(0, {cores[slot % len(cores)]})
+        os.sched_setaffinity(0, {core_of(slot)})
     except (AttributeError, OSError):
         pass
 
@@ -213,6 +237,25 @@ def worker_teardown():
         _worker.close()
     # Skip the interpreter's slow tear-down of torch and friends: results were sent.
     os._exit(0)
+
+
+def _die_with_grader(lifeline):
+    """Leave at once when the grader is gone, even killed with kill -9.
+
+    A worker made by the fork server has the server as its parent, and the server
+    lives as long as any worker does, so PR_SET_PDEATHSIG cannot say that the grader
+    died. `lifeline` is one end of a socket pair whose other end only the grader holds:
+    reading it ends (empty) when the grader closes that end or dies. This worker's own
+    sandboxes then die with it (bubblewrap's --die-with-parent)."""
+    import threading
+
+    def watch():
+        try:
+            lifeline.recv(1)
+        finally:
+            os._exit(1)
+
+    threading.Thread(target=watch, name="lifeline", daemon=True).start()
 
 
 def _die_with_parent():
