@@ -11,7 +11,12 @@ change keeps the per-submission overhead within the machine's noise. With
 `--class realistic` the notebooks are the realistic class (every corpus mistake and
 alternative, slow, crashing and looping answers, the untouched release: see
 tests/helpers.py), where nearly every submission has a mistake to diagnose.
+
+`--whole-run` grades with `--jobs 2` instead and compares each run's wall time (median
+over the rounds): with a few notebooks that is mostly what a run costs once (starting
+the workers and sandboxes, the tail, the outputs at the end).
 """
+import time
 import argparse
 import os
 import shutil
@@ -29,12 +34,16 @@ from grade_vs_nbgrader import KINDS, make_course  # noqa: E402
 from autograder.record import all_results  # noqa: E402
 
 
-def grade(tree, course, out):
-    """Median-ready {kind: [seconds]} from one `--jobs 1` run of the grader in `tree`."""
+def grade(tree, course, out, jobs=1, walls=None):
+    """Median-ready {kind: [seconds]} from one run of the grader in `tree`; the run's wall
+    time is appended to `walls`."""
     env = {**os.environ, "PYTHONPATH": str(tree)}
+    started = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "autograder.cli", "grade", "causal_attention", "submitted",
-                           "--course", str(course), "--jobs", "1", "--seed", "1", "--out", str(out), "--force"],
-                          cwd=course, env=env, capture_output=True, text=True)
+                           "--course", str(course), "--jobs", str(jobs), "--seed", "1", "--out", str(out),
+                           "--force"], cwd=course, env=env, capture_output=True, text=True)
+    if walls is not None:
+        walls.append(time.perf_counter() - started)
     if done.returncode != 0:
         raise SystemExit(f"grading with {tree} failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
     times = {}
@@ -50,7 +59,9 @@ def main():
     parser.add_argument("--n", type=int, default=8, help="notebooks per round (default 8)")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--class", dest="kind", choices=["demo", "realistic"], default="demo")
+    parser.add_argument("--whole-run", action="store_true", help="--jobs 2, and compare whole runs' wall time")
     args = parser.parse_args()
+    jobs = 2 if args.whole_run else 1
     tmp = Path(tempfile.mkdtemp(prefix="overhead-ab-"))
     base = tmp / "base"
     subprocess.run(["git", "worktree", "add", "--detach", str(base), args.base], cwd=HERE, check=True,
@@ -71,11 +82,20 @@ def main():
             shutil.rmtree(courses["base"] / "exercises")
             shutil.copytree(base / "exercises", courses["base"] / "exercises")
         times = {name: {} for name in trees}
+        walls = {name: [] for name in trees}
         for round_ in range(args.rounds):
             for name in (trees if round_ % 2 == 0 else reversed(list(trees))):
-                for kind, seconds in grade(trees[name], courses[name], tmp / f"{name}-{round_}").items():
+                for kind, seconds in grade(trees[name], courses[name], tmp / f"{name}-{round_}", jobs,
+                                           walls[name]).items():
                     times[name].setdefault(kind, []).extend(seconds)
-        print(f"{args.n} notebooks ({args.kind} class) x {args.rounds} rounds, --jobs 1; base = {args.base}")
+        print(f"{args.n} notebooks ({args.kind} class) x {args.rounds} rounds, --jobs {jobs}; base = {args.base}")
+        if args.whole_run:
+            before, after = (statistics.median(walls[name]) for name in trees)
+            print(f"  whole run (median wall): base {before:.2f} s, this tree {after:.2f} s,"
+                  f" difference {after - before:+.2f} s ({after / before:.3f}x)")
+            print(f"  runs: base {', '.join(f'{w:.2f}' for w in walls['base'])};"
+                  f" this tree {', '.join(f'{w:.2f}' for w in walls['this'])}")
+            return
         differences = []
         for kind in times["this"]:
             before, after = (statistics.median(times[name][kind]) for name in trees)
