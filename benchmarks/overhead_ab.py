@@ -10,7 +10,8 @@ time per submission of each version and their difference. Used to show that a
 change keeps the per-submission overhead within the machine's noise. With
 `--class realistic` the notebooks are the realistic class (every corpus mistake and
 alternative, slow, crashing and looping answers, the untouched release: see
-tests/helpers.py), where nearly every submission has a mistake to diagnose.
+tests/helpers.py; the time limit is 10 s, as in grade_vs_nbgrader.py), where nearly
+every submission has a mistake to diagnose.
 
 `--whole-run` grades with `--jobs 2` instead and compares each run's wall time (median
 over the rounds): with a few notebooks that is mostly what a run costs once (starting
@@ -34,14 +35,15 @@ from grade_vs_nbgrader import KINDS, make_course  # noqa: E402
 from autograder.record import all_results  # noqa: E402
 
 
-def grade(tree, course, out, jobs=1, walls=None):
+def grade(tree, course, out, jobs=1, walls=None, timeout=None):
     """Median-ready {kind: [seconds]} from one run of the grader in `tree`; the run's wall
     time is appended to `walls`."""
     env = {**os.environ, "PYTHONPATH": str(tree)}
+    limits = ["--timeout", str(timeout)] if timeout else []
     started = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "autograder.cli", "grade", "causal_attention", "submitted",
                            "--course", str(course), "--jobs", str(jobs), "--seed", "1", "--out", str(out),
-                           "--force"], cwd=course, env=env, capture_output=True, text=True)
+                           "--force", *limits], cwd=course, env=env, capture_output=True, text=True)
     if walls is not None:
         walls.append(time.perf_counter() - started)
     if done.returncode != 0:
@@ -62,6 +64,7 @@ def main():
     parser.add_argument("--whole-run", action="store_true", help="--jobs 2, and compare whole runs' wall time")
     args = parser.parse_args()
     jobs = 2 if args.whole_run else 1
+    timeout = 10 if args.kind == "realistic" else None  # the looping answer: as grade_vs_nbgrader.py
     tmp = Path(tempfile.mkdtemp(prefix="overhead-ab-"))
     base = tmp / "base"
     subprocess.run(["git", "worktree", "add", "--detach", str(base), args.base], cwd=HERE, check=True,
@@ -86,7 +89,7 @@ def main():
         for round_ in range(args.rounds):
             for name in (trees if round_ % 2 == 0 else reversed(list(trees))):
                 for kind, seconds in grade(trees[name], courses[name], tmp / f"{name}-{round_}", jobs,
-                                           walls[name]).items():
+                                           walls[name], timeout).items():
                     times[name].setdefault(kind, []).extend(seconds)
         print(f"{args.n} notebooks ({args.kind} class) x {args.rounds} rounds, --jobs {jobs}; base = {args.base}")
         if args.whole_run:
