@@ -421,6 +421,28 @@ def test_an_adopted_sandbox_that_dies_is_seen_as_ended():
     assert set(settled_sandbox_processes(len(before))) <= before
 
 
+def test_a_sandbox_abandoned_while_another_process_may_use_it_is_killed_but_keeps_its_pid():
+    """Stopped early, the grader kills the sandboxes it launched without reaping them: a
+    worker still closing its own then signals a zombie, never a reused pid."""
+    from autograder.grading import sandbox as sandbox_module
+
+    before = set(sandbox_processes())
+    launched = Sandbox(0, Limits(timeout=15, memory_bytes=2**30))
+    launched.launch(for_another=True)
+    pid, errors = launched.process.pid, launched.stderr_path
+    launched.abandon()
+    assert launched.process is None and not os.path.exists(errors)
+    adopted = sandbox_module.AdoptedProcess(pid, None)
+    assert adopted.wait(timeout=10) is not None  # dead ...
+    with open(f"/proc/{pid}/stat") as stat:
+        assert stat.read().rsplit(")", 1)[1].split()[0] == "Z"  # ... and not reaped: the pid is still its
+    adopted.kill()  # harmless
+    process = sandbox_module._UNREAPED.pop()
+    assert process.pid == pid
+    process.wait(timeout=10)
+    assert set(settled_sandbox_processes(len(before))) <= before
+
+
 GRID = """
 import sys, torch
 

@@ -520,6 +520,22 @@ class Sandbox:
                 os.unlink(self.stderr_path)  # not adopted after all
             self.stderr_path = None
 
+    def abandon(self):
+        """Kill a launched sandbox that another process may still be using, without reaping
+        it: as a zombie its pid (and process group) stays its own, so that process's own
+        kill cannot reach anyone else. Kept here until this process ends."""
+        if self.process is None:
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.control.close()
+        _UNREAPED.append(self.process)  # never collected, so never reaped by subprocess's clean-up
+        self.process = None
+        if self.stderr_path:
+            with contextlib.suppress(OSError):
+                os.unlink(self.stderr_path)
+            self.stderr_path = None
+
     def _drop_channel(self):
         if self.channel is not None:
             self.channel.close()
@@ -625,6 +641,9 @@ class Sandbox:
 
 
 # -- a sandbox launched by one process, used by another -----------------------------
+_UNREAPED = []  # abandoned sandboxes' processes (see Sandbox.abandon)
+
+
 @dataclass
 class Handover:
     """A launched sandbox, as the process adopting it receives it.

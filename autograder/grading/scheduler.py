@@ -112,12 +112,17 @@ class LocalScheduler:
             pool.shutdown(wait=finished, cancel_futures=not finished)
             held.close()  # workers still busy (stopped early) leave now
             lifeline.close()
-            self._close_launched()  # the workers have closed them; here they are reaped
+            self._close_launched(reap=finished)
 
-    def _close_launched(self):
+    def _close_launched(self, reap=True):
+        """Finished: the workers have closed their sandboxes, and here they are reaped.
+        Stopped early, a worker may still be closing its own: killed, but not reaped."""
         launched, self.launched = self.launched, []
         for sandbox in launched:
-            sandbox.close(graceful=False)
+            if reap:
+                sandbox.close(graceful=False)
+            else:
+                sandbox.abandon()
 
 
 def _launch_sandboxes(spec, count):
