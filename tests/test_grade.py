@@ -301,15 +301,35 @@ def test_tampering_is_restored_and_recorded(bad_batch):
 
 
 # -- outputs, resuming ------------------------------------------------------------------------
-def orphaned_fork_servers(timeout=10):
-    """Fork servers (and workers made by them) whose grader is gone, once they had time to leave."""
+def descendants(root):
+    """{pid: command} of every process below `root` now."""
+    out = subprocess.run(["ps", "-ww", "-eo", "pid=,ppid=,args="], capture_output=True, text=True).stdout
+    rows = [line.split(None, 2) for line in out.splitlines()]
+    children = {}
+    for pid, ppid, *command in rows:
+        children.setdefault(int(ppid), []).append((int(pid), command[0] if command else ""))
+    found, frontier = {}, [root]
+    while frontier:
+        for pid, command in children.get(frontier.pop(), []):
+            found[pid] = command
+            frontier.append(pid)
+    return found
+
+
+def still_running(pids, timeout=10):
+    """Those of `pids` still alive (zombies are not) once they had `timeout` seconds to end."""
     deadline = time.monotonic() + timeout
     while True:
-        out = subprocess.run(["ps", "-eo", "ppid=,args="], capture_output=True, text=True).stdout
-        found = [line for line in out.splitlines()
-                 if "multiprocessing.forkserver" in line and line.split()[0] == "1"]
-        if not found or time.monotonic() > deadline:
-            return found
+        alive = []
+        for pid in pids:
+            try:
+                with open(f"/proc/{pid}/stat") as stat:
+                    if stat.read().rsplit(")", 1)[1].split()[0] != "Z":
+                        alive.append(pid)
+            except OSError:
+                pass
+        if not alive or time.monotonic() > deadline:
+            return alive
         time.sleep(0.1)
 
 
@@ -337,11 +357,13 @@ def test_kill_9_mid_batch_then_rerun_grades_everything_exactly_once(tmp_path):
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and len(list(out.glob("s*.json"))) < 30:
         time.sleep(0.1)
+    family = descendants(first.pid)  # its fork server, workers, sandboxes and their children
+    assert any("forkserver" in command for command in family.values()) and len(family) >= 5, family
     first.send_signal(signal.SIGKILL)
     first.wait()
     time.sleep(1)
     assert not settled_sandbox_processes(0)  # workers and sandboxes died with the grader
-    assert not orphaned_fork_servers()  # and the workers' fork server too
+    assert not still_running(family), {pid: family[pid][:80] for pid in still_running(family, 0)}
     done_before = {p.name: p.read_bytes() for p in out.glob("s*.json")}
     assert 30 <= len(done_before) < 100
     second = subprocess.run(command, capture_output=True, text=True)

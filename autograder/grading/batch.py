@@ -54,8 +54,6 @@ def grade_batch(assignment, paths, out_dir=None, jobs=2, limits=None, force=Fals
     spec = BatchSpec(assignment=assignment.name, course=str(course.root), seed=batch_seed(out_dir, seed, force),
                      limits={**assignment.limits, **(limits or {})}, autograded_dir=str(course.autograded),
                      isolation=isolation)
-    if todo and hasattr(scheduler, "start"):
-        scheduler.start(spec, len(todo))  # workers and sandboxes warm up while this process reads
     report = BatchReport(skipped=len(submissions) - len(todo), out_dir=out_dir)
     clock = _Clock(report.phases)
     source = read_source(assignment)
@@ -95,6 +93,8 @@ def grade_batch(assignment, paths, out_dir=None, jobs=2, limits=None, force=Fals
             record(result)
 
     # Workers start at once; the answers keys are worked out while they warm up.
+    if todo and hasattr(scheduler, "start"):
+        scheduler.start(spec, len(todo))  # its workers and sandboxes warm up while this process reads
     for result in scheduler.grade(spec, _Counted(identical.to_run(todo), len(todo))):
         record_copies(identical.take_ready())
         copies = identical.copies_of(result)  # first: it also records the answers key in the result

@@ -450,6 +450,10 @@ class Sandbox:
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=errors,
                 start_new_session=True,
             )
+        except BaseException:
+            ours.close()
+            self.close()  # its scratch folder and error file
+            raise
         finally:
             theirs.close()
             if for_another:
@@ -492,6 +496,7 @@ class Sandbox:
     def close(self, graceful=True):
         self._drop_channel()
         if self.process is None:
+            self._remove_files()
             return
         if graceful:
             try:
@@ -512,6 +517,9 @@ class Sandbox:
         if self.process.stderr is not None:
             self.process.stderr.close()
         self.process = None
+        self._remove_files()
+
+    def _remove_files(self):
         if self.scratch:
             shutil.rmtree(self.scratch, ignore_errors=True)
             self.scratch = None
@@ -531,10 +539,7 @@ class Sandbox:
         self.control.close()
         _UNREAPED.append(self.process)  # never collected, so never reaped by subprocess's clean-up
         self.process = None
-        if self.stderr_path:
-            with contextlib.suppress(OSError):
-                os.unlink(self.stderr_path)
-            self.stderr_path = None
+        self._remove_files()
 
     def _drop_channel(self):
         if self.channel is not None:

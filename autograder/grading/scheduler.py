@@ -27,6 +27,9 @@ class Scheduler(Protocol):
     def grade(self, spec: BatchSpec, submissions: Iterable) -> Iterator[Result]:
         """Yield one result per submission, in completion order."""
 
+    # Optional: `start(spec, count)`, called just before `grade`, begins what takes long
+    # (LocalScheduler launches its workers' sandboxes); `grade` ends it.
+
 
 WORKER_PRELOAD = ["autograder.grading.runner"]  # torch and pytest: about 1 s of CPU to import
 
@@ -74,6 +77,7 @@ class LocalScheduler:
         if not isinstance(submissions, Sized):
             submissions = list(submissions)
         if not len(submissions):  # an upper bound: the pool is started before the items are known
+            self._close_launched()
             return
         context = self.context
         slots = context.Queue()
@@ -85,14 +89,19 @@ class LocalScheduler:
         held, lifeline = socket.socketpair()  # see submission._die_with_grader
         pool = ProcessPoolExecutor(workers, mp_context=context, initializer=worker_setup,
                                    initargs=(spec, slots, pin, handovers, lifeline))
-        finished = False
+        finished = submitted = False
         try:
             if not self.forks_caller and hasattr(pool, "_launch_processes"):
                 # Every worker now, as a forked pool does: from a fork server the pool would
                 # start them one per submission, and a run of identical answers could leave a
                 # slot (and its launched sandbox) unused.
                 pool._launch_processes()
+                for sandbox in self.launched:
+                    # Each worker holds its own copy now: a worker that crashes closes the
+                    # last one, and its sandbox ends instead of living on to the batch's end.
+                    sandbox.control.close()
             pending = {pool.submit(grade_job, s): s for s in submissions}  # may be worked out lazily
+            submitted = bool(pending)
             while pending:
                 done, _ = wait(pending, return_when=FIRST_COMPLETED)
                 for future in done:
@@ -107,16 +116,17 @@ class LocalScheduler:
         finally:
             # Every result in: the idle workers close their sandboxes (and, without bubblewrap,
             # remove their scratch folders) before the grader may leave without Python's
-            # tear-down. Stopped early: don't wait for busy workers; their sandboxes are
-            # disposable and die with them, and the workers die with us (PR_SET_PDEATHSIG).
+            # tear-down. Stopped early: don't wait for busy workers; closing the lifeline
+            # ends them, and their sandboxes are disposable. The pool waits for its workers
+            # only once something was submitted to them.
             pool.shutdown(wait=finished, cancel_futures=not finished)
-            held.close()  # workers still busy (stopped early) leave now
+            held.close()
             lifeline.close()
-            self._close_launched(reap=finished)
+            self._close_launched(reap=finished and submitted)
 
     def _close_launched(self, reap=True):
         """Finished: the workers have closed their sandboxes, and here they are reaped.
-        Stopped early, a worker may still be closing its own: killed, but not reaped."""
+        Otherwise a worker may still be closing its own: killed, but not reaped."""
         launched, self.launched = self.launched, []
         for sandbox in launched:
             if reap:

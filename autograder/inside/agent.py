@@ -416,9 +416,9 @@ class _DynamoUndo:
         self.marked = marked
 
     def find_spec(self, name, path=None, target=None):
-        if name == "torch._dynamo":
-            sys.meta_path[:] = [finder for finder in sys.meta_path if finder is not self]
-            for fn in self.marked:
+        if name == "torch._dynamo" and self.marked:  # (it stays in sys.meta_path: the import is
+            marked, self.marked = self.marked, []   # going through that list right now)
+            for fn in marked:
                 if fn.__dict__.get("__dynamo_disable") is fn:
                     del fn.__dict__["__dynamo_disable"]
         return None  # the import itself goes on as usual
@@ -554,6 +554,7 @@ def main(control_fd, own_pid_namespace, scratch):
     keep_freed_memory()
     _warm_up()
     resources = _assignment_code()
+    _defer_dynamo()  # kernels the assignment's own imports defined
     _wipe(SCRATCH)
     worker = Worker(control, resources)
     import gc
