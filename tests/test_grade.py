@@ -386,8 +386,7 @@ def test_workers_come_from_one_torch_import_and_adopt_sandboxes_launched_for_the
     """The grader launches each worker's first sandbox and a fork server imports torch once;
     workers are forked from it and adopt the sandboxes. A run of identical answers leaves the
     second worker idle: its launched sandbox is closed all the same, and nothing is left."""
-    import glob
-    import tempfile
+    import os
     from multiprocessing import forkserver
 
     from autograder.grading.scheduler import LocalScheduler
@@ -397,11 +396,21 @@ def test_workers_come_from_one_torch_import_and_adopt_sandboxes_launched_for_the
     for index in range(3):
         write(tmp_path / "in", f"twin{index}", example("ada"))  # one runs, two are copies
     scheduler = LocalScheduler(2)
+    launched, errors = [], []
+    start = scheduler.start
+
+    def start_and_remember(spec, count):
+        start(spec, count)
+        launched.extend(scheduler.launched)
+        errors.extend(sandbox.stderr_path for sandbox in scheduler.launched)
+
+    scheduler.start = start_and_remember
     report = grade_batch(assignment_of(course), [tmp_path / "in"], scheduler=scheduler, seed=SEED)
     assert sorted(r.score for r in report.graded) == [26, 26, 26]
     assert sum(r.reused for r in report.graded) == 2
-    assert scheduler.launched == []  # reaped
-    assert not glob.glob(f"{tempfile.gettempdir()}/autograder-sandbox-*.err")
+    assert [sandbox.slot for sandbox in launched] == [0, 1]  # one per worker, launched by the grader
+    assert all(sandbox.process is None for sandbox in launched)  # closed and reaped here
+    assert len(errors) == 2 and not [path for path in errors if os.path.exists(path)]  # adopted, then removed
     assert not settled_sandbox_processes(0)
     server = forkserver._forkserver._forkserver_pid
     with open(f"/proc/{server}/maps") as maps:
