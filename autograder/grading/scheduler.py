@@ -140,8 +140,7 @@ def _launch_sandboxes(spec, count):
     from pathlib import Path
 
     from autograder.course import Course
-    from autograder.grading.sandbox import Limits, Sandbox
-    from autograder.grading.submission import core_of
+    from autograder.grading.submission import core_of, slot_sandbox
 
     assignment = Course(Path(spec.course)).assignment(spec.assignment)
     mask = _usable_cores()
@@ -149,8 +148,7 @@ def _launch_sandboxes(spec, count):
     launched = []
     try:
         for slot in range(count):
-            sandbox = Sandbox(slot, Limits(**spec.limits), spec.isolation == "none",
-                              conceal=[spec.course], extra_files=assignment.sandbox_files())
+            sandbox = slot_sandbox(spec, assignment, slot)
             launched.append(sandbox)
             if pin:
                 os.sched_setaffinity(0, {core_of(slot, mask)})  # this thread only; the sandbox inherits it

@@ -60,14 +60,11 @@ class GradingWorker:
         return self
 
     def _setup(self, slot, pin, handover):
-        from autograder.grading.sandbox import Limits, Sandbox
-
         spec = self.spec
         if pin:
             _pin_to_one_core(slot)
         assignment = Course(Path(spec.course)).assignment(spec.assignment)
-        self.sandbox = Sandbox(slot, Limits(**spec.limits), spec.isolation == "none",
-                               conceal=[spec.course], extra_files=assignment.sandbox_files())
+        self.sandbox = slot_sandbox(spec, assignment, slot)
         if handover is not None:
             try:
                 self.sandbox.adopt(handover)  # launched for us by the grader, already warming up
@@ -209,6 +206,14 @@ def worker_setup(spec, slots=None, pin=False, handovers=(), lifeline=None):
 def grade_job(submission):
     """Grade one Submission on this pool process (see worker_setup)."""
     return _worker.grade(submission)
+
+
+def slot_sandbox(spec, assignment, slot):
+    """The sandbox (not started yet) of a worker slot in this batch."""
+    from autograder.grading.sandbox import Limits, Sandbox
+
+    return Sandbox(slot, Limits(**spec.limits), spec.isolation == "none",
+                   conceal=[spec.course], extra_files=assignment.sandbox_files())
 
 
 def core_of(slot, cores=None):
