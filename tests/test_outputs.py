@@ -64,15 +64,23 @@ def test_sync_writes_updates_and_keeps_manual_scores(course, cells):
 
 
 def test_the_writer_reads_once_and_writes_each_student_once(course, cells, monkeypatch):
+    from autograder.outputs import results as module
+
     sync_gradebook(course, ASSIGNMENT, [result("early", cells, 1.0)])  # graded by an earlier run
     written = []
-    real = Gradebook.find_submission_notebook
+    real, real_bulk = Gradebook.find_submission_notebook, module._add_graded_submissions
 
     def counting(self, notebook, assignment, student):
         written.append(student)
         return real(self, notebook, assignment, student)
 
+    def counting_bulk(gradebook, assignment, results):
+        results = list(results)
+        written.extend(r.student_id for r in results)
+        return real_bulk(gradebook, assignment, results)
+
     monkeypatch.setattr(Gradebook, "find_submission_notebook", counting)
+    monkeypatch.setattr(module, "_add_graded_submissions", counting_bulk)
     reads = []
     listing = Gradebook.assignment_submissions
     monkeypatch.setattr(Gradebook, "assignment_submissions", lambda self, a: reads.append(a) or listing(self, a))
@@ -91,22 +99,62 @@ def test_the_writer_reads_once_and_writes_each_student_once(course, cells, monke
 def test_a_failed_write_leaves_nothing_half_done_and_the_next_one_writes_it(course, cells, monkeypatch):
     """nbgrader's per-student commits are one commit per call; a failure rolls the call back
     and the session does not believe the gradebook has what was rolled back."""
+    from autograder.outputs import results as module
     from autograder.outputs.results import GradebookSync
 
-    real = Gradebook.find_submission_notebook
+    real = module._add_graded_submissions
 
-    def failing(self, notebook, assignment, student):
-        if student == "bo":
+    def failing(gradebook, assignment, results):
+        results = list(results)
+        real(gradebook, assignment, results)  # the rows are in the session, then the disk fills
+        if any(r.student_id == "bo" for r in results):
             raise RuntimeError("disk full")
-        return real(self, notebook, assignment, student)
 
     with GradebookSync(course, ASSIGNMENT) as gradebook:
-        monkeypatch.setattr(Gradebook, "find_submission_notebook", failing)
+        monkeypatch.setattr(module, "_add_graded_submissions", failing)
         with pytest.raises(RuntimeError, match="disk full"):
             gradebook.write([result("ann", cells, 1.0), result("bo", cells, 0.5)])
-        assert scores(course) == {}  # ann's row, written before bo failed, was rolled back too
-        monkeypatch.setattr(Gradebook, "find_submission_notebook", real)
+        assert scores(course) == {}  # ann's row, written with bo's, was rolled back too
+        monkeypatch.setattr(module, "_add_graded_submissions", real)
         gradebook.write([result("ann", cells, 1.0), result("bo", cells, 0.5)])
     written = scores(course)
     assert set(written) == {"ann", "bo"}
     assert all(written["bo"][name][0] == round(points * 0.5, 2) for name, points in cells.items())
+
+
+def snapshot(course, student):
+    """Everything the gradebook holds for one student's submission, as nbgrader reads it."""
+    with Gradebook(gradebook_url(course)) as gradebook:
+        submission = gradebook.find_submission(ASSIGNMENT, student)
+        notebook = submission.notebooks[0]
+        return {"timestamp": submission.timestamp, "penalty": notebook.late_submission_penalty,
+                "flagged": notebook.flagged, "score": submission.score, "max": submission.max_score,
+                "needs_manual": submission.needs_manual_grade, "code_score": submission.code_score,
+                "grades": sorted((g.name, g.auto_score, g.manual_score, g.extra_credit, g.needs_manual_grade)
+                                 for g in notebook.grades),
+                "comments": sorted((c.name, c.auto_comment, c.manual_comment) for c in notebook.comments)}
+
+
+@pytest.mark.filterwarnings("ignore:Object of type")  # nbgrader's own add_submission, in the test
+def test_new_students_get_the_rows_nbgrader_s_own_add_submission_makes(course, cells):
+    """The bulk path for new students writes what nbgrader's ORM calls would: same grades,
+    comments, flags, late penalty and hand-in time, and the same scores in nbgrader's eyes."""
+    graded = result("bulk", cells, 0.5)
+    graded.late_penalty, graded.submitted_at = 1.5, "2026-03-01T10:00:00+00:00"
+    with Gradebook(gradebook_url(course)) as gradebook:  # a student known from another course action
+        gradebook.update_or_create_student("bulk", first_name="Bea")
+    sync_gradebook(course, ASSIGNMENT, [graded])
+    with Gradebook(gradebook_url(course)) as gradebook:  # the same result, written nbgrader's own way
+        gradebook.update_or_create_student("orm")
+        gradebook.add_submission(ASSIGNMENT, "orm", timestamp="2026-03-01 10:00:00")
+        notebook = gradebook.find_submission_notebook(ASSIGNMENT, ASSIGNMENT, "orm")
+        notebook.late_submission_penalty = 1.5
+        for grade in notebook.grades:
+            if grade.name in graded.scores:
+                grade.auto_score, grade.needs_manual_grade = graded.scores[grade.name], False
+        gradebook.db.commit()
+        assert gradebook.find_student("bulk").first_name == "Bea"  # an existing student is kept as is
+    bulk, orm = snapshot(course, "bulk"), snapshot(course, "orm")
+    assert bulk == orm
+    assert bulk["grades"] and bulk["comments"] and bulk["penalty"] == 1.5
+    assert any(needs for *_, needs in bulk["grades"])  # the written answer waits for a TA
