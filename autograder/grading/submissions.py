@@ -115,7 +115,8 @@ def read_notebook_and_sha(path):
     if not isinstance(major, int) or major < 4:
         raise InvalidNotebook(f"the notebook uses format version {major}; please save it with a current Jupyter")
     try:
-        notebook = nbformat.reads(text, as_version=4)  # joins multi-line sources
+        # nbformat.reads() would validate as well, only to log what it finds; once is enough.
+        notebook = nbformat.convert(nbformat.reader.reads(text), 4)  # joins multi-line sources
         nbformat.validate(notebook)
     except nbformat.ValidationError as error:
         message = str(error.message if hasattr(error, "message") else error).splitlines()[0]
