@@ -158,3 +158,28 @@ def test_new_students_get_the_rows_nbgrader_s_own_add_submission_makes(course, c
     assert bulk == orm
     assert bulk["grades"] and bulk["comments"] and bulk["penalty"] == 1.5
     assert any(needs for *_, needs in bulk["grades"])  # the written answer waits for a TA
+
+
+def test_the_gradebook_opens_without_nbgrader_s_server_extensions(course):
+    """nbgrader's package __init__ loads its Jupyter server extensions (jupyter_server and more,
+    about 0.45 s of CPU taken from the workers); the gradebook needs none of them. An nbgrader
+    imported before is left whole."""
+    import subprocess
+    import sys
+
+    program = """
+import sys
+{first}
+from autograder.outputs.results import GradebookSync
+with GradebookSync(sys.argv[1], "causal_attention") as gradebook:
+    gradebook.write([])
+import nbgrader
+print("jupyter_server" in sys.modules, hasattr(nbgrader, "load_formgrader"), bool(nbgrader.__version__))
+"""
+    def run(first):
+        done = subprocess.run([sys.executable, "-c", program.format(first=first), str(course)],
+                              capture_output=True, text=True, check=True)
+        return done.stdout.split()
+
+    assert run("") == ["False", "False", "True"]
+    assert run("import nbgrader") == ["True", "True", "True"]
