@@ -74,10 +74,10 @@ def test_the_writer_reads_once_and_writes_each_student_once(course, cells, monke
         written.append(student)
         return real(self, notebook, assignment, student)
 
-    def counting_bulk(gradebook, assignment, results):
+    def counting_bulk(gradebook, layout, results, submitted):
         results = list(results)
         written.extend(r.student_id for r in results)
-        return real_bulk(gradebook, assignment, results)
+        return real_bulk(gradebook, layout, results, submitted)
 
     monkeypatch.setattr(Gradebook, "find_submission_notebook", counting)
     monkeypatch.setattr(module, "_add_graded_submissions", counting_bulk)
@@ -97,52 +97,64 @@ def test_the_writer_reads_once_and_writes_each_student_once(course, cells, monke
 
 
 def test_a_failed_write_leaves_nothing_half_done_and_the_next_one_writes_it(course, cells, monkeypatch):
-    """nbgrader's per-student commits are one commit per call; a failure rolls the call back
-    and the session does not believe the gradebook has what was rolled back."""
-    from autograder.outputs import results as module
+    """A write is one commit; when that commit fails the whole write is rolled back, and the
+    session does not believe the gradebook has what was rolled back: the next write writes it."""
+    from sqlalchemy.orm import Session
+
     from autograder.outputs.results import GradebookSync
 
-    real = module._add_graded_submissions
+    real = Session.commit
+    failures = []
 
-    def failing(gradebook, assignment, results):
-        results = list(results)
-        real(gradebook, assignment, results)  # the rows are in the session, then the disk fills
-        if any(r.student_id == "bo" for r in results):
+    def failing_once(self):
+        if not failures:
+            failures.append(True)
             raise RuntimeError("disk full")
+        return real(self)
 
     with GradebookSync(course, ASSIGNMENT) as gradebook:
-        monkeypatch.setattr(module, "_add_graded_submissions", failing)
+        gradebook.write([result("ann", cells, 1.0)])  # known before: its new score is rolled back
+        monkeypatch.setattr(Session, "commit", failing_once)
         with pytest.raises(RuntimeError, match="disk full"):
-            gradebook.write([result("ann", cells, 1.0), result("bo", cells, 0.5)])
-        assert scores(course) == {}  # ann's row, written with bo's, was rolled back too
-        monkeypatch.setattr(module, "_add_graded_submissions", real)
-        gradebook.write([result("ann", cells, 1.0), result("bo", cells, 0.5)])
+            gradebook.write([result("ann", cells, 0.5), result("bo", cells, 0.5)])
+        assert set(scores(course)) == {"ann"}  # bo's rows were rolled back with ann's new scores
+        assert all(s[0] == cells[name] for name, s in scores(course)["ann"].items() if name in cells)
+        gradebook.write([result("ann", cells, 0.5), result("bo", cells, 0.5)])
     written = scores(course)
     assert set(written) == {"ann", "bo"}
-    assert all(written["bo"][name][0] == round(points * 0.5, 2) for name, points in cells.items())
+    assert all(written[s][name][0] == round(points * 0.5, 2) for s in ("ann", "bo") for name, points in cells.items())
 
 
 def snapshot(course, student):
     """Everything the gradebook holds for one student's submission, as nbgrader reads it."""
     with Gradebook(gradebook_url(course)) as gradebook:
         submission = gradebook.find_submission(ASSIGNMENT, student)
-        notebook = submission.notebooks[0]
-        return {"timestamp": submission.timestamp, "penalty": notebook.late_submission_penalty,
-                "flagged": notebook.flagged, "score": submission.score, "max": submission.max_score,
+        return {"timestamp": submission.timestamp, "score": submission.score, "max": submission.max_score,
                 "needs_manual": submission.needs_manual_grade, "code_score": submission.code_score,
-                "grades": sorted((g.name, g.auto_score, g.manual_score, g.extra_credit, g.needs_manual_grade)
-                                 for g in notebook.grades),
-                "comments": sorted((c.name, c.auto_comment, c.manual_comment) for c in notebook.comments)}
+                "penalty": submission.late_submission_penalty,
+                "notebooks": {notebook.name: {
+                    "penalty": notebook.late_submission_penalty, "flagged": notebook.flagged,
+                    "grades": sorted((g.name, g.auto_score, g.manual_score, g.extra_credit, g.needs_manual_grade)
+                                     for g in notebook.grades),
+                    "comments": sorted((c.name, c.auto_comment, c.manual_comment) for c in notebook.comments)}
+                    for notebook in submission.notebooks}}
 
 
 @pytest.mark.filterwarnings("ignore:Object of type")  # nbgrader's own add_submission, in the test
 def test_new_students_get_the_rows_nbgrader_s_own_add_submission_makes(course, cells):
     """The bulk path for new students writes what nbgrader's ORM calls would: same grades,
-    comments, flags, late penalty and hand-in time, and the same scores in nbgrader's eyes."""
+    comments, flags, late penalty and hand-in time, and the same scores in nbgrader's eyes,
+    also with a second notebook that has a task cell and a grade cell of the same name
+    (only the notebook named after the assignment is graded)."""
     graded = result("bulk", cells, 0.5)
     graded.late_penalty, graded.submitted_at = 1.5, "2026-03-01T10:00:00+00:00"
-    with Gradebook(gradebook_url(course)) as gradebook:  # a student known from another course action
-        gradebook.update_or_create_student("bulk", first_name="Bea")
+    sync_gradebook(course, ASSIGNMENT, [])  # the assignment, as generate_assignment records it
+    with Gradebook(gradebook_url(course)) as gradebook:
+        gradebook.update_or_create_student("bulk", first_name="Bea")  # known from another course action
+        gradebook.update_or_create_notebook("extra", ASSIGNMENT)
+        gradebook.update_or_create_grade_cell(next(iter(cells)), "extra", ASSIGNMENT, max_score=2.0,
+                                              cell_type="code")
+        gradebook.update_or_create_task_cell("extra-task", "extra", ASSIGNMENT, max_score=3.0, cell_type="markdown")
     sync_gradebook(course, ASSIGNMENT, [graded])
     with Gradebook(gradebook_url(course)) as gradebook:  # the same result, written nbgrader's own way
         gradebook.update_or_create_student("orm")
@@ -156,8 +168,32 @@ def test_new_students_get_the_rows_nbgrader_s_own_add_submission_makes(course, c
         assert gradebook.find_student("bulk").first_name == "Bea"  # an existing student is kept as is
     bulk, orm = snapshot(course, "bulk"), snapshot(course, "orm")
     assert bulk == orm
-    assert bulk["grades"] and bulk["comments"] and bulk["penalty"] == 1.5
-    assert any(needs for *_, needs in bulk["grades"])  # the written answer waits for a TA
+    assert bulk["penalty"] == 1.5  # nbgrader sums the notebooks' penalties: only one carries it
+    mine = bulk["notebooks"][ASSIGNMENT]
+    assert mine["grades"] and mine["comments"] and any(needs for *_, needs in mine["grades"])  # Q&A waits
+    extra = bulk["notebooks"]["extra"]
+    assert ("extra-task", None, None, None, True) in extra["grades"] and ("extra-task", None, None) in extra["comments"]
+    assert all(auto is None for _, auto, *_ in extra["grades"])
+
+
+def test_a_submission_without_its_notebook_gets_one(course, cells):
+    """A submission row with no notebook (left by an interrupted nbgrader command) is completed,
+    not added again (nbgrader's add_submission would break its one-per-student rule)."""
+    from nbgrader.api import SubmittedAssignment
+
+    sync_gradebook(course, ASSIGNMENT, [])  # the assignment, as generate_assignment records it
+    with Gradebook(gradebook_url(course)) as gradebook:
+        student = gradebook.update_or_create_student("half")
+        gradebook.db.add(SubmittedAssignment(assignment=gradebook.find_assignment(ASSIGNMENT), student=student))
+        gradebook.db.commit()
+    late = result("half", cells, 0.5)
+    late.submitted_at = "2026-03-02T09:30:00+00:00"
+    sync_gradebook(course, ASSIGNMENT, [late])
+    written = scores(course)
+    assert all(written["half"][name][0] == round(points * 0.5, 2) for name, points in cells.items())
+    with Gradebook(gradebook_url(course)) as gradebook:
+        assert len(gradebook.assignment_submissions(ASSIGNMENT)) == 1
+        assert str(gradebook.find_submission(ASSIGNMENT, "half").timestamp) == "2026-03-02 09:30:00"
 
 
 def test_the_gradebook_opens_without_nbgrader_s_server_extensions(course):

@@ -96,6 +96,8 @@ def _without_server_extensions():
     if "nbgrader" in sys.modules:
         return
     spec = importlib.util.find_spec("nbgrader")
+    if spec is None:  # not installed: the import that follows says so
+        return
     package = importlib.util.module_from_spec(spec)  # __path__ set, __init__ not run
     sys.modules.setdefault("nbgrader", package)
     from nbgrader._version import __version__
@@ -169,29 +171,27 @@ class GradebookSync:
 
             self.gradebook.db.execute(text("PRAGMA synchronous=OFF"))
         _ensure_assignment(self.gradebook, db_url, course, self.assignment)
-        submissions = self.gradebook.assignment_submissions(self.assignment)
-        self.known = {s.student.id: {g.name: g.auto_score for g in s.notebooks[0].grades}
-                      for s in submissions if s.notebooks}
-        self.submitted = {s.student.id for s in submissions}  # with or without a notebook
+        self.known = {}  # student -> {grade cell: auto score}, for students whose notebook is in
+        self.submitted = {}  # student -> id of their submission row, with or without its notebook
+        for submission in self.gradebook.assignment_submissions(self.assignment):
+            self.submitted[submission.student.id] = submission.id
+            if submission.notebooks:
+                graded = next((n for n in submission.notebooks if n.name == self.assignment), submission.notebooks[0])
+                self.known[submission.student.id] = {g.name: g.auto_score for g in graded.grades}
         self.layout = None  # assignment_layout(), once a new student needs it
 
     def write(self, results):
-        before = {}  # what `known` said of each student this call writes
+        known, submitted = dict(self.known), dict(self.submitted)  # their values are replaced, never changed
         try:
             with _quiet(), _one_commit(self.gradebook.db):
-                self._write(results, before)
+                self._write(results)
         except BaseException:
-            for student, scores in before.items():  # rolled back: not in the gradebook after all
-                if scores is None:
-                    self.known.pop(student, None)
-                    self.submitted.discard(student)
-                else:
-                    self.known[student] = scores
+            self.known, self.submitted = known, submitted  # rolled back: not in the gradebook after all
             raise
 
-    def _write(self, results, before):
+    def _write(self, results):
         gradebook, assignment = self.gradebook, self.assignment
-        new = {}  # student -> result, for students with no submission in the gradebook yet
+        new = {}  # student -> result, for students whose notebook is not in the gradebook yet
         for result in results:
             if not result.finished:
                 continue
@@ -199,12 +199,9 @@ class GradebookSync:
             if student in self.known and all(self.known[student].get(n) == v for n, v in scores.items()) \
                     and not result.late_penalty and not result.submitted_at:
                 continue
-            if student not in self.known and student not in self.submitted:
-                new[student] = result  # the last one counts, as below
+            if student not in self.known:
+                new[student] = result  # (one student twice in one call: the last result counts)
                 continue
-            if student not in self.known:  # a submission row without its notebook: nbgrader's own way
-                gradebook.update_or_create_student(student)
-                gradebook.add_submission(assignment, student)
             submission = gradebook.find_submission_notebook(assignment, assignment, student)  # notebook, assignment, student
             submission.late_submission_penalty = result.late_penalty or None  # nbgrader's own field
             if result.submitted_at:
@@ -216,16 +213,13 @@ class GradebookSync:
                         grade.needs_manual_grade = grade.manual_score is not None
                     elif grade.manual_score is None:
                         grade.needs_manual_grade = True  # a written answer for formgrader
-            before.setdefault(student, self.known.get(student))
-            self.known[student] = {**self.known.get(student, {}), **scores}
+            self.known[student] = {**self.known[student], **scores}
         if new:
             if self.layout is None:  # read once: the assignment's cells do not change during a batch
                 self.layout = assignment_layout(gradebook, assignment)
-            _add_graded_submissions(gradebook, self.layout, new.values())
+            self.submitted.update(_add_graded_submissions(gradebook, self.layout, new.values(), self.submitted))
             for student, result in new.items():
-                before.setdefault(student, None)
                 self.known[student] = dict(result.scores)
-                self.submitted.add(student)
         gradebook.db.commit()
 
     def close(self):
@@ -240,39 +234,56 @@ class GradebookSync:
 
 
 def assignment_layout(gradebook, assignment):
-    """(assignment id, [(notebook id, {grade and task cell id: name}, [solution and task cell ids])]):
-    what a new submission of `assignment` is made of, as plain data."""
+    """What a new submission of `assignment` is made of, as plain data: (assignment id,
+    id of the notebook named after the assignment (the one we grade), [(notebook id,
+    {grade and task cell id: name}, [solution and task cell ids])] for every notebook)."""
+    from nbgrader.api import MissingEntry
+
     found = gradebook.find_assignment(assignment)
-    return found.id, [(notebook.id, {cell.id: cell.name for cell in [*notebook.grade_cells, *notebook.task_cells]},
-                       [cell.id for cell in [*notebook.solution_cells, *notebook.task_cells]])
-                      for notebook in found.notebooks]
+    notebooks = [(notebook.id, {cell.id: cell.name for cell in [*notebook.grade_cells, *notebook.task_cells]},
+                  [cell.id for cell in [*notebook.solution_cells, *notebook.task_cells]])
+                 for notebook in found.notebooks]
+    graded = next((notebook.id for notebook in found.notebooks if notebook.name == assignment), None)
+    if graded is None:  # as nbgrader's find_submission_notebook would say
+        raise MissingEntry(f"the gradebook's assignment {assignment} has no notebook named {assignment}")
+    return found.id, graded, notebooks
 
 
-def _add_graded_submissions(gradebook, layout, results):
-    """For students with no submission of the assignment yet: what nbgrader's
-    `add_submission` creates (the submission, its notebook, one grade per graded and task
-    cell, one comment per solution and task cell), already holding the scores, in a few
-    bulk inserts. nbgrader's own calls took about 9 ms per student on the grader's process,
-    CPU that the workers grading next to it then lack. `layout`: assignment_layout().
-    The caller commits."""
+def _add_graded_submissions(gradebook, layout, results, submitted):
+    """For students whose notebook is not in the gradebook yet: what nbgrader's
+    `add_submission` creates (the submission, its notebooks, one grade per graded and task
+    cell, one comment per solution and task cell), with the scores and late penalty on the
+    notebook we grade, in a few bulk inserts. nbgrader's own calls took about 9 ms per
+    student on the grader's process, CPU that the workers grading next to it then lack.
+    `layout`: assignment_layout(); `submitted`: {student: id of a submission row that
+    already exists}, which is kept. Returns {student: submission id}; the caller commits."""
     from nbgrader.api import Comment, Grade, Student, SubmittedAssignment, SubmittedNotebook, new_uuid
-    from sqlalchemy import insert, select
+    from sqlalchemy import insert, select, update
 
     results = list(results)
     session = gradebook.db
-    assignment_id, notebooks = layout
+    assignment_id, graded_notebook, notebooks = layout
     ids = [result.student_id for result in results]
     existing = set(session.scalars(select(Student.id).where(Student.id.in_(ids))))
     students = [{"id": student} for student in dict.fromkeys(ids) if student not in existing]
-    submissions, submitted_notebooks, grades, comments = [], [], [], []
+    written, submissions, submitted_notebooks, grades, comments = {}, [], [], [], []
     for result in results:
-        scores, submission_id = result.scores, new_uuid()
-        submissions.append({"id": submission_id, "assignment_id": assignment_id, "student_id": result.student_id,
-                            "timestamp": _naive_utc(result.submitted_at) if result.submitted_at else None})
+        stamp = _naive_utc(result.submitted_at) if result.submitted_at else None
+        submission_id = submitted.get(result.student_id)
+        if submission_id is None:
+            submission_id = new_uuid()
+            submissions.append({"id": submission_id, "assignment_id": assignment_id,
+                                "student_id": result.student_id, "timestamp": stamp})
+        elif stamp is not None:
+            session.execute(update(SubmittedAssignment.__table__)
+                            .where(SubmittedAssignment.__table__.c.id == submission_id).values(timestamp=stamp))
+        written[result.student_id] = submission_id
         for notebook, graded_cells, commented_cells in notebooks:
             notebook_id = new_uuid()
+            scores = result.scores if notebook == graded_notebook else {}
+            penalty = (result.late_penalty or None) if notebook == graded_notebook else None
             submitted_notebooks.append({"id": notebook_id, "assignment_id": submission_id, "notebook_id": notebook,
-                                        "flagged": False, "late_submission_penalty": result.late_penalty or None})
+                                        "flagged": False, "late_submission_penalty": penalty})
             for cell_id, name in graded_cells.items():
                 graded = name in scores
                 grades.append({"id": new_uuid(), "notebook_id": notebook_id, "cell_id": cell_id,
@@ -285,6 +296,7 @@ def _add_graded_submissions(gradebook, layout, results):
                         (Grade, grades), (Comment, comments)):
         if rows:
             session.execute(insert(table.__table__), rows)
+    return written
 
 
 @contextlib.contextmanager
