@@ -504,8 +504,20 @@ def run():
     if sys.argv[1:2] == ["grade"] and not on_a_cluster:  # a Dask client may still be closing
         sys.stdout.flush()
         sys.stderr.flush()
+        _remove_multiprocessing_folder()
         os._exit(code or 0)
     return code
+
+
+def _remove_multiprocessing_folder():
+    """The one clean-up os._exit would skip: multiprocessing's temporary folder (pymp-*),
+    which holds the workers' fork server's socket. Python removes it at a normal exit; left
+    there, every `grade` would leave one behind in /tmp. The fork server ends by itself when
+    this process does."""
+    import shutil
+    from multiprocessing import util
+
+    shutil.rmtree(util.get_temp_dir(), ignore_errors=True)
 
 
 if __name__ == "__main__":

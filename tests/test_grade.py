@@ -190,15 +190,22 @@ def hostile(tmp_path_factory):
 # What a batch may change besides its outputs: caches and logs of the system and of tools.
 SYSTEM_CACHES = ("/proc/", "/sys/", "/dev/", "/run/", "/var/log/", "/var/cache/", "/var/lib/",
                  "/root/.cache/", "/root/.config/matplotlib/", "/root/.local/share/jupyter/runtime/")
+# Written by others while the test runs: the development machine's shell tool keeps each
+# command's output there (a developer's command during a CI run made this test fail).
+OTHER_ACTIVITY = ("/tmp/bash_jobs.", "/tmp/bash_tool_")
 
 
 def changed_since(marker, outputs):
-    """Every file or folder on this machine created or changed after `marker`, except the outputs."""
+    """Every file or folder on this machine created or changed after `marker`, except the outputs
+    (and this process's multiprocessing folder, where the workers' fork server keeps its socket
+    until this process ends: the `grade` command removes it, see test_a_grade_run_leaves_...)."""
+    from multiprocessing import util
+
     found = subprocess.run(["find", "/", "-xdev", "-newer", str(marker), "-not", "-type", "d"],
                            capture_output=True, text=True).stdout.splitlines()
-    outputs = [str(o) for o in outputs]
+    outputs = [str(o) for o in [*outputs, util.get_temp_dir()]]
     return sorted(path for path in found
-                  if not path.startswith(SYSTEM_CACHES) and "/__pycache__/" not in path
+                  if not path.startswith(SYSTEM_CACHES + OTHER_ACTIVITY) and "/__pycache__/" not in path
                   and not any(path == o or path.startswith(o + "/") for o in outputs))
 
 
@@ -379,6 +386,28 @@ def test_kill_9_mid_batch_then_rerun_grades_everything_exactly_once(tmp_path):
     assert exported.returncode == 0, exported.stderr[-2000:]
     grades = {r["student_id"]: float(r["raw_score"]) for r in csv.DictReader(open(course / "grades.csv"))}
     assert len(grades) == 100 and grades["s000_ada"] == 26 and grades["s001_ben"] == 17.8
+
+
+@needs_bwrap
+def test_a_grade_run_leaves_nothing_in_the_temporary_folder(tmp_path):
+    """`grade` ends without Python's tear-down, which would have removed multiprocessing's
+    folder with the fork server's socket; it removes that folder itself (it used to leave one
+    pymp-* folder in /tmp per run). Nothing else it made there is left either."""
+    import os
+
+    course = new_course(tmp_path)
+    (tmp_path / "in").mkdir()
+    for kind in ("ada", "ben"):
+        write(tmp_path / "in", kind, example(kind))
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    done = subprocess.run([sys.executable, "-m", "autograder.cli", "grade", "causal_attention", str(tmp_path / "in"),
+                           "--course", str(course), "--jobs", "2", "--seed", str(SEED)],
+                          capture_output=True, text=True, env={**os.environ, "TMPDIR": str(temporary)})
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "graded 2," in done.stdout.replace("\n", " ")
+    time.sleep(0.5)  # the fork server leaves once the grader has gone
+    assert sorted(p.name for p in temporary.iterdir()) == []
 
 
 @needs_bwrap
