@@ -180,7 +180,7 @@ def _agent_dir(extra=None):
     sources = {f"autograder/{name}": (package / name).read_bytes() for name in AGENT_FILES}
     sources.update(extra or {})
     digest = hashlib.sha256(b"".join(name.encode() + b"\0" + sources[name] for name in sorted(sources))).hexdigest()[:16]
-    folder = Path(tempfile.gettempdir()) / f"autograder-agent-{os.geteuid()}-{digest}"
+    folder = shared_temp_dir() / f"autograder-agent-{os.geteuid()}-{digest}"
     if _trusted_copy(folder, sources):
         return folder
     staging = _private_copy(sources)
@@ -205,8 +205,19 @@ def _trusted_copy(folder, sources):
         return False
 
 
+def shared_temp_dir():
+    """Where to put what the sandbox's user must reach (the agent's code, a plain sandbox's
+    scratch): the temporary folder, unless the grader is root (student code then runs as
+    another uid) and that folder is private, as a TMPDIR of mode 0700 is; then /tmp.
+    In a private TMPDIR every sandbox failed to start ("Permission denied")."""
+    here = Path(tempfile.gettempdir())
+    if os.geteuid() != 0 or _reachable(here):
+        return here
+    return Path("/tmp")
+
+
 def _private_copy(sources):
-    folder = Path(tempfile.mkdtemp(prefix="autograder-agent-"))
+    folder = Path(tempfile.mkdtemp(prefix="autograder-agent-", dir=shared_temp_dir()))
     (folder / "autograder").mkdir()
     (folder / "autograder" / "__init__.py").write_text("")
     for name, content in sources.items():
@@ -283,7 +294,7 @@ def _plain_command(slot, control, agent, limits, conceal):
     if mode == "namespace":
         env.update(HOME="/tmp/home", TMPDIR="/tmp")
         return _private_namespace(slot, control, agent, limits, conceal), None, env
-    scratch = tempfile.mkdtemp(prefix="autograder-scratch-")  # 0700: nobody else reads it
+    scratch = tempfile.mkdtemp(prefix="autograder-scratch-", dir=shared_temp_dir())  # 0700: nobody else reads it
     env.update(HOME=os.path.join(scratch, "home"), TMPDIR=scratch)
     command = _agent_call(control, "plain", scratch, agent)
     if mode == "user":
