@@ -195,27 +195,3 @@ def test_a_submission_without_its_notebook_gets_one(course, cells):
         assert len(gradebook.assignment_submissions(ASSIGNMENT)) == 1
         assert str(gradebook.find_submission(ASSIGNMENT, "half").timestamp) == "2026-03-02 09:30:00"
 
-
-def test_the_gradebook_opens_without_nbgrader_s_server_extensions(course):
-    """nbgrader's package __init__ loads its Jupyter server extensions (jupyter_server and more,
-    about 0.45 s of CPU taken from the workers); the gradebook needs none of them. An nbgrader
-    imported before is left whole."""
-    import subprocess
-    import sys
-
-    program = """
-import sys
-{first}
-from autograder.outputs.results import GradebookSync
-with GradebookSync(sys.argv[1], "causal_attention") as gradebook:
-    gradebook.write([])
-import nbgrader
-print("jupyter_server" in sys.modules, hasattr(nbgrader, "load_formgrader"), bool(nbgrader.__version__))
-"""
-    def run(first):
-        done = subprocess.run([sys.executable, "-c", program.format(first=first), str(course)],
-                              capture_output=True, text=True, check=True)
-        return done.stdout.split()
-
-    assert run("") == ["False", "False", "True"]
-    assert run("import nbgrader") == ["True", "True", "True"]

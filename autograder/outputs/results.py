@@ -81,33 +81,8 @@ def _number(value):
 
 
 # -- nbgrader's gradebook ----------------------------------------------------------------
-def _without_server_extensions():
-    """Let `nbgrader.api` and friends import without running nbgrader's package `__init__`.
-
-    That `__init__` only loads nbgrader's Jupyter server extensions (jupyter_server,
-    tornado, nbconvert and the exchange), about 0.45 s of CPU that the grader would take
-    from the workers, while the gradebook needs none of it. So the package is registered
-    without running it, and its submodules import as usual. Nothing here runs a
-    Jupyter server, and nbgrader's own commands run in their own processes. If nbgrader is
-    already imported, it is left as it is."""
-    import importlib.util
-    import sys
-
-    if "nbgrader" in sys.modules:
-        return
-    spec = importlib.util.find_spec("nbgrader")
-    if spec is None:  # not installed: the import that follows says so
-        return
-    package = importlib.util.module_from_spec(spec)  # __path__ set, __init__ not run
-    sys.modules.setdefault("nbgrader", package)
-    from nbgrader._version import __version__
-
-    package.__version__ = __version__
-
-
 def gradebook_url(course):
     """The course's database URL from nbgrader's own config (sqlite gradebook.db by default)."""
-    _without_server_extensions()
     from nbgrader.coursedir import CourseDirectory
     from traitlets.config.loader import PyFileConfigLoader
 
@@ -149,7 +124,6 @@ class GradebookSync:
     """
 
     def __init__(self, course, assignment, db_url=None):
-        _without_server_extensions()
         from nbgrader.api import Gradebook
 
         self.assignment = assignment
