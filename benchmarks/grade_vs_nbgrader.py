@@ -194,7 +194,7 @@ def students_compute(course, kinds, at_once=1):
     `at_once`: how many notebooks are measured side by side, each in its own measuring
     process taking the next notebook as soon as it is free. With one per core, the cores
     share their caches and memory bandwidth as they do in any grading that uses them all,
-    which makes each notebook a little slower than with the other cores idle."""
+    which could make each notebook slower than with the other cores idle."""
     paths = {student: course / "submitted" / student / "causal_attention" / "causal_attention.ipynb"
              for student in kinds}
     global _MEASURER
@@ -215,7 +215,10 @@ def students_compute(course, kinds, at_once=1):
         if pid == 0:
             try:
                 for item in iter(todo.get, None):
-                    done.put(_measure(item))
+                    try:
+                        done.put(_measure(item))
+                    except Exception as error:  # one answer per item, or the parent waits forever
+                        done.put((None, f"{item[0]}: {type(error).__name__}: {error}"))
             finally:
                 done.close()
                 done.join_thread()
@@ -224,10 +227,12 @@ def students_compute(course, kinds, at_once=1):
     seconds = dict(done.get() for _ in kinds)
     for pid in measurers:
         os.waitpid(pid, 0)
+    if None in seconds:
+        sys.exit(f"measuring the students' compute failed: {seconds[None]}")
     return seconds
 
 
-_MEASURER = None  # the warm InProcess that students_compute measures with (forked by its pool)
+_MEASURER = None  # the warm InProcess that students_compute measures with (the measurers it forks inherit it)
 
 
 def _measure(item):
