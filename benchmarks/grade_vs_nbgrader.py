@@ -15,13 +15,19 @@ No two notebooks are alike (copies carry a comment naming their student), so
 every one is run. Ours runs before and after nbgrader and the ratio uses the
 mean of the two, because this machine's speed drifts over the minutes nbgrader
 takes. For the realistic class it also prints the physical limit: the
-students' own compute (each notebook's cells in a fresh process plus its
-checks, without a sandbox; measured before our first run and after our last, and
-averaged) divided by the cores, the fraction of it reached,
-and the overhead per notebook beyond that compute. The compute is measured one
+students' own compute (each notebook's cells in a fresh process, then its checks
+in the measuring process, warm from the notebooks before, without a sandbox;
+measured before our first run and after our last, and averaged) divided by the
+cores, the fraction of it reached, and the overhead per notebook beyond that
+compute. That limit is a bound no grader that isolates students reaches, since
+the student's code the checks call runs warm there. The compute is measured one
 notebook at a time and also with one notebook per core side by side, as grading
 runs them: that tells whether the cores slow each other down (shared caches and
-memory), a cost no grader can avoid and so not overhead. A separate run measures the
+memory), a cost no grader can avoid and so not overhead. Beside it, the simplest
+isolating grader: each notebook's cells and checks in one fresh process, without
+a sandbox; what ours takes beyond it is the price of the sandbox and of the
+probes' round trips. Each measurement runs in a process of its own.
+A separate run measures the
 peak memory (PSS) of the demo class's grading; timed runs are not sampled.
 For the demo class it prints the per-submission overhead of sandboxing measured
 with one worker, per student.
@@ -30,6 +36,7 @@ import argparse
 import contextlib
 import gc
 import io
+import json
 import os
 import shutil
 import statistics
@@ -38,6 +45,7 @@ import sys
 import tempfile
 import threading
 import time
+import traceback
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -159,15 +167,21 @@ class InProcess:
         self.checks.run(NamespaceStudent(self.shell.user_ns), 1)
         return cells, time.perf_counter() - started - cells
 
-    def fresh_cells(self, kind, timeout=None):
+    def fresh_cells(self, kind, timeout=None, checks=False):
         """(seconds, finished) to run the cells in a fresh process forked from this warm one,
         as any grader that gives each student a clean interpreter must (fork and exit
-        included); stopped after `timeout` seconds. `finished`: the cells ran to the end."""
+        included); with `checks`, the checks too, in that same process after the cells
+        (skipped if the cells end the process). Stopped after `timeout` seconds.
+        `finished`: the process ran to its end."""
+        from autograder.inside.student import NamespaceStudent
+
         started = time.perf_counter()
         pid = os.fork()
         if pid == 0:
             try:
                 self._run_cells(kind)
+                if checks:
+                    self.checks.run(NamespaceStudent(self.shell.user_ns), 1)
             finally:
                 os._exit(0)
         while True:
@@ -185,11 +199,44 @@ def notebook_path(course, index):
     return course / "submitted" / f"s{index:03d}_{KINDS[index % 4]}" / "causal_attention" / "causal_attention.ipynb"
 
 
-def students_compute(course, kinds, at_once=1):
+def students_compute(course, kinds, at_once=1, fresh_checks=False):
+    """{student: seconds} of `_students_compute`, measured in a process forked for it, so
+    that no measurement inherits what an earlier one left in memory."""
+    reader, writer = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(reader)
+        code = 1
+        try:
+            seconds = _students_compute(course, kinds, at_once, fresh_checks)
+            with os.fdopen(writer, "w") as out:
+                json.dump(seconds, out)
+            code = 0
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            os._exit(code)
+    os.close(writer)
+    with os.fdopen(reader) as answer:
+        data = answer.read()
+    _, status = os.waitpid(pid, 0)
+    if status != 0 or not data:
+        sys.exit("measuring the students' compute failed (see above)")
+    return json.loads(data)
+
+
+def _students_compute(course, kinds, at_once=1, fresh_checks=False):
     """Seconds of the students' own compute for each notebook: its cells in a fresh process
     (stopped at the time limit) plus its checks, without a sandbox. The checks run in the
-    measuring process, so a notebook that ends its process or hits the limit gets none (as in
-    grading, where its checks then fail at once).
+    measuring process, warm from the notebooks before (as our grading workers are), so a
+    notebook that ends its process or hits the limit gets none (as in grading, where its
+    checks then fail at once). The student's code the checks call also runs warm there,
+    which no grader that isolates students can do: this is a bound, not a grader.
+
+    `fresh_checks`: the checks run in the notebook's own fresh process, after its cells:
+    the simplest grader that gives every student a clean interpreter, without a sandbox.
+    Both halves of each check (the student's code it calls, and the comparisons) then
+    start cold in every notebook.
 
     `at_once`: how many notebooks are measured side by side, each in its own measuring
     process taking the next notebook as soon as it is free. With one per core, the cores
@@ -197,8 +244,13 @@ def students_compute(course, kinds, at_once=1):
     which could make each notebook slower than with the other cores idle."""
     paths = {student: course / "submitted" / student / "causal_attention" / "causal_attention.ipynb"
              for student in kinds}
-    global _MEASURER
-    _MEASURER = InProcess(course, paths, [next(s for s, kind in kinds.items() if not kind)])
+    global _MEASURER, _FRESH_CHECKS
+    # Warmed on the untouched release and on the slow answer (the reference with extra work):
+    # what the checks compute once and keep (the reference's values) is then computed, as in
+    # a grading worker, which keeps it from one notebook to the next.
+    warm_up = [next(s for s, kind in kinds.items() if not kind)] + [s for s, kind in kinds.items() if kind == "slow"][:1]
+    _MEASURER = InProcess(course, paths, warm_up)
+    _FRESH_CHECKS = fresh_checks
     if at_once == 1:
         return dict(_measure(item) for item in kinds.items())
     # Forked by hand: IPython's shell has replaced __main__, so a Pool could not find _measure.
@@ -233,10 +285,13 @@ def students_compute(course, kinds, at_once=1):
 
 
 _MEASURER = None  # the warm InProcess that students_compute measures with (the measurers it forks inherit it)
+_FRESH_CHECKS = False  # how it measures (see _students_compute)
 
 
 def _measure(item):
     student, kind = item
+    if _FRESH_CHECKS:
+        return student, _MEASURER.fresh_cells(student, TIMEOUT, checks=True)[0]
     cells, finished = _MEASURER.fresh_cells(student, TIMEOUT)
     checks = 0.0
     if finished and kind in ("", "slow"):  # run the cells here too, then time the checks on them
@@ -246,8 +301,8 @@ def _measure(item):
 
 def overhead_per_submission(python, course, tmp, rounds=5):
     """Per kind: seconds sandboxed (`--jobs 1`, no competition for the cores), and the
-    student's own compute in a fresh process (cells in a forked process, plus the
-    checks) and in one shared warm process. Measured in alternating rounds so that
+    student's own compute in a fresh process (cells and checks in a forked process) and
+    in one shared warm process. Measured in alternating rounds so that
     drift in the machine's speed hits all alike; medians over the rounds."""
     in_process = InProcess(course, {kind: notebook_path(course, i) for i, kind in enumerate(KINDS)}, KINDS)
     sandboxed, fresh, warm = ({k: [] for k in KINDS} for _ in range(3))
@@ -262,15 +317,8 @@ def overhead_per_submission(python, course, tmp, rounds=5):
             for _ in range(2):
                 cells, checks = in_process.warm(kind)
                 warm[kind].append(cells + checks)
-                fresh[kind].append(in_process.fresh_cells(kind)[0] + checks)
+                fresh[kind].append(in_process.fresh_cells(kind, checks=True)[0])
     return [{k: statistics.median(v) for k, v in d.items()} for d in (sandboxed, fresh, warm)]
-
-
-FIRST_RUN = {}  # course -> wall seconds of ours' first run (whose results stay in the course)
-
-
-def first_run_of(course):
-    return FIRST_RUN[course]
 
 
 def compare(python, course, n, label, skip_nbgrader, sample_memory=False, timeout=None):
@@ -288,7 +336,6 @@ def compare(python, course, n, label, skip_nbgrader, sample_memory=False, timeou
 
     print(f"\n== {label} class: {n} submissions, {os.cpu_count()} cores, course {course}")
     first, _, log = ours(course)
-    FIRST_RUN[course] = first
     print(f"autograder grade --jobs 2: {first:7.1f} s  ({first / n * 1000:.0f} ms per submission)")
     print("  " + " ".join(log.split("time spent:")[-1].split()))  # where the time went
     graded = all_results(course / "graded" / "causal_attention")
@@ -334,13 +381,22 @@ def main():
         # over the run (5% between runs minutes apart here) hits both sides alike. It is
         # measured one notebook at a time and with one per core side by side (see
         # students_compute): the second is what the cores can give when all of them work.
+        # Beside it, the simplest isolating grader: a fresh process per notebook for its
+        # cells and its checks, without a sandbox; what ours costs beyond that is what the
+        # sandbox and the probes' round trips cost.
         cores = 2
         before = sum(students_compute(course, kinds).values())
         before_busy = sum(students_compute(course, kinds, at_once=cores).values())
+        before_fresh = sum(students_compute(course, kinds, fresh_checks=True).values())
         ours = compare(python, course, args.n, "realistic", args.skip_nbgrader, timeout=TIMEOUT)
+        after_fresh = sum(students_compute(course, kinds, fresh_checks=True).values())
         after_busy = sum(students_compute(course, kinds, at_once=cores).values())
         after = sum(students_compute(course, kinds).values())
-        total, busy = (before + after) / 2, (before_busy + after_busy) / 2
+        total, busy, fresh = (before + after) / 2, (before_busy + after_busy) / 2, (before_fresh + after_fresh) / 2
+
+        def overhead(compute):
+            return (cores * ours - compute) / args.n * 1000
+
         print(f"the students' own compute, one notebook at a time: {total:.1f} s in all"
               f" ({total / args.n * 1000:.0f} ms per notebook; {before:.1f} s before our first run,"
               f" {after:.1f} s after our last); the physical limit on {cores} cores: {total / cores:.1f} s")
@@ -348,16 +404,13 @@ def main():
               f" ({busy / total - 1:+.1%}; {before_busy:.1f} s before, {after_busy:.1f} s after);"
               f" the limit then: {busy / cores:.1f} s")
         print(f"fraction of the limit reached: {total / cores / ours:.0%} (with every core busy: {busy / cores / ours:.0%});"
-              f" overhead per notebook beyond the students' compute: {(cores * ours - total) / args.n * 1000:.0f} ms"
-              f" ({(cores * ours - busy) / args.n * 1000:.0f} ms beyond the compute with every core busy)")
-        # Where that overhead sits: inside each notebook's grading (what a bigger class pays
-        # per notebook), or once per run (start-up, the last notebooks, the pages at the end).
-        graded = all_results(course / "graded" / "causal_attention")
-        inside = sum(r.execution_time for r in graded) - total
-        print(f"  of which inside each notebook's grading (its time in a worker beyond its compute):"
-              f" {inside / args.n * 1000:.0f} ms ({(inside + total - busy) / args.n * 1000:.0f} ms beyond the"
-              f" compute with every core busy); once per run (start-up, tail, end): "
-              f"{(cores * first_run_of(course) - total - inside) / args.n * 1000:.0f} ms, from the first run")
+              f" overhead per notebook beyond the students' compute: {overhead(total):.0f} ms"
+              f" ({overhead(busy):.0f} ms beyond the compute with every core busy)")
+        print("  (how much of it each notebook adds and how much a run pays once: benchmarks/fixed_vs_marginal.py)")
+        print(f"the simplest isolating grader, each notebook's cells and checks in one fresh process"
+              f" without a sandbox: {fresh:.1f} s of compute ({before_fresh:.1f} s before, {after_fresh:.1f} s after),"
+              f" {fresh / cores:.1f} s on {cores} cores; ours takes {ours / (fresh / cores):.2f}x that,"
+              f" {overhead(fresh):.0f} ms per notebook beyond it")
     if args.kind in ("demo", "both"):
         course = make_course(tmp / "demo", args.n)
         compare(python, course, args.n, "demo", args.skip_nbgrader, sample_memory=True)
