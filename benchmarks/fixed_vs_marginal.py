@@ -16,7 +16,7 @@ separates the two by grading two classes:
 
 Each round grades both with `autograder grade --jobs 2`, in alternating order, and the
 students' own compute of the N is measured as grade_vs_nbgrader.py does (cells in a
-fresh process plus the checks, no sandbox), before the first round and after the last.
+fresh process, then the checks warm, no sandbox), before the first round and after the last.
 With wall times W(N), W(2N) on C cores and compute T of the N (the copies' is T too):
 
     each more notebook:  (C * (W(2N) - W(N)) - T) / N     beyond its own compute
@@ -32,7 +32,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import nbformat
@@ -42,9 +41,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from grade_vs_nbgrader import TIMEOUT, students_compute  # noqa: E402
+from overhead_ab import grade  # noqa: E402
 from helpers import make_realistic_class, signed  # noqa: E402
-
-from autograder.record import all_results  # noqa: E402
 
 CORES = 2
 
@@ -58,19 +56,6 @@ def doubled(course, double):
         copy.parent.mkdir(parents=True)
         nbformat.write(signed(nbformat.read(path, as_version=4), f"copy of {folder.name}"), copy)
     return double
-
-
-def grade(course, out):
-    """Wall seconds of one `autograder grade --jobs 2` of `course`, into `out`."""
-    started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "autograder.cli", "grade", "causal_attention", "submitted",
-                           "--course", str(course), "--jobs", str(CORES), "--seed", "1", "--timeout",
-                           str(TIMEOUT), "--out", str(out), "--force"],
-                          cwd=course, capture_output=True, text=True)
-    wall = time.perf_counter() - started
-    if done.returncode != 0:
-        raise SystemExit(f"grading {course} failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
-    return wall, all_results(out)
 
 
 def main():
@@ -91,11 +76,11 @@ def main():
         for round_ in range(args.rounds):
             order = ("single", "double") if round_ % 2 == 0 else ("double", "single")
             for name in order:
-                wall, results = grade(course if name == "single" else double, tmp / f"{name}-{round_}")
-                expected = args.n * (1 if name == "single" else 2)
-                if len(results) != expected:
-                    sys.exit(f"{name}: {len(results)} results, expected {expected}")
-                walls[name].append(wall)
+                times = grade(ROOT, course if name == "single" else double, tmp / f"{name}-{round_}",
+                              jobs=CORES, walls=walls[name], timeout=TIMEOUT)
+                graded, expected = sum(len(seconds) for seconds in times.values()), args.n * (1 + (name == "double"))
+                if graded != expected:
+                    sys.exit(f"{name}: {graded} results, expected {expected}")
         after = sum(students_compute(course, kinds).values())
         compute = (before + after) / 2
         single, twice = statistics.mean(walls["single"]), statistics.mean(walls["double"])
