@@ -145,13 +145,35 @@ class Assignment:
     source_notebook = property(lambda self: self.course.root / "source" / self.name / f"{self.name}.ipynb")
     release_notebook = property(lambda self: self.course.root / "release" / self.name / f"{self.name}.ipynb")
 
+    @property
+    def warm_up_on_release(self):
+        """Whether the sandbox runs the untouched release once before forking (see agent.py)."""
+        return bool(self.settings.get("sandbox", {}).get("warm_up_on_release", True))
+
+    def release_cells(self):
+        """The release notebook's code cells, [(name, code)], as the untouched release runs them;
+        [] if there is no release yet or it cannot be read."""
+        import json
+
+        try:
+            notebook = json.loads(self.release_notebook.read_text())
+            cells = [cell for cell in notebook["cells"] if cell.get("cell_type") == "code"]
+            return [(f"release cell {index + 1}",
+                     "".join(cell["source"]) if isinstance(cell["source"], list) else str(cell["source"]))
+                    for index, cell in enumerate(cells)]
+        except (OSError, ValueError, KeyError, TypeError):
+            return []
+
     def sandbox_files(self):
-        """{file name: bytes} the sandbox gets of this assignment: its sandbox code and settings."""
+        """{file name: bytes} the sandbox gets of this assignment: its sandbox code, its settings
+        and the release's code cells (public: every student has them) to warm up on."""
         import json
 
         files = {"settings.json": json.dumps({"preimport": self.preimport}).encode()}
         if self.sandbox_code:
             files["assignment_sandbox.py"] = self.sandbox_code.read_bytes()
+        if self.warm_up_on_release and (cells := self.release_cells()):
+            files["release_cells.json"] = json.dumps(cells).encode()
         return files
 
     def resources(self):

@@ -90,6 +90,23 @@ def test_commands_name_what_is_missing(tmp_path):
         new_assignment(COURSE, COURSE.names()[0])
 
 
+def test_the_sandbox_gets_the_release_to_warm_up_on_unless_the_assignment_says_no():
+    """The release's code cells, as the untouched release runs them (public: no solution, no
+    hidden check), go to the sandbox with its settings; `warm_up_on_release = false` keeps them out."""
+    import json
+
+    assignment = Course(COURSE.root).assignment(COURSE.names()[-1])
+    release = json.loads(assignment.release_notebook.read_text())
+    code = ["".join(c["source"]) for c in release["cells"] if c["cell_type"] == "code"]
+    cells = json.loads(assignment.sandbox_files()["release_cells.json"])
+    assert [source for _, source in cells] == code and len(code) > 3
+    solution = assignment.solutions.read_text()
+    assert not any("BEGIN SOLUTION" in source or "HIDDEN" in source for source in code)
+    assert "raise NotImplementedError" in "".join(code) and "raise NotImplementedError" not in solution
+    assignment.settings.setdefault("sandbox", {})["warm_up_on_release"] = False  # this object's own copy
+    assert "release_cells.json" not in assignment.sandbox_files()
+
+
 def test_the_engine_names_no_assignment():
     """No assignment name or exercise object of the bundled course appears in the engine."""
     words = [*COURSE.names(), "BadLM", "MyData"]

@@ -496,3 +496,91 @@ def test_a_submission_that_meddles_with_its_worker_gets_a_fresh_sandbox(sandbox,
     sandbox.finish()
     assert sandbox.process is None  # replaced
     expect_reusable(sandbox)
+
+
+WARM_MODULE = "email.mime.text"  # imported by neither torch nor IPython: a mark of the release's run
+
+
+def sandbox_with_release(code, seconds=1):
+    """A sandbox whose assignment's release is the single cell `code`."""
+    import json
+
+    files = {"settings.json": json.dumps({"warm_up_seconds": seconds}).encode(),
+             "release_cells.json": json.dumps([["release cell 1", code]]).encode()}
+    return Sandbox(0, Limits(timeout=15, memory_bytes=1 * 2**30), extra_files=files)
+
+
+INSPECT_START = f"""
+import os, sys, warnings, numpy, torch
+warm = {WARM_MODULE!r} in sys.modules
+names = sorted(name for name in globals() if not name.startswith("_"))
+environment = "FROM_RELEASE" in os.environ
+files = os.listdir(".") + os.listdir(os.environ["HOME"])
+state = [str(torch.get_default_dtype()), torch.is_grad_enabled(), torch._tensor_str.PRINT_OPTS.precision,
+         numpy.get_printoptions()["precision"], sys.path[0]]
+with warnings.catch_warnings(record=True) as seen:
+    warnings.warn("shown")
+warned = len(seen)
+compiler = "torch._dynamo" in sys.modules
+"""
+
+
+def start_as_without_release(student):
+    """What a submission sees at its start is what it would see without any warm-up."""
+    assert student.value("names") == ["In", "Out", "exit", "get_ipython", "numpy", "open", "os", "quit",
+                                      "sys", "torch", "warm", "warnings"]
+    assert student.value("environment") is False and student.value("files") == []
+    assert student.value("state")[:4] == ["torch.float32", True, 4, 8]
+    assert student.value("warned") == 1
+    assert student.value("compiler") is False  # putting torch's state back must not import it
+
+
+def test_the_sandbox_warms_up_on_the_release_and_each_submission_starts_as_without_it():
+    release = f"""import {WARM_MODULE}, os, sys, warnings, numpy, torch
+os.environ["FROM_RELEASE"] = "1"
+leftover = torch.ones(3)
+open("left.txt", "w").write("x")
+open(os.path.join(os.environ["HOME"], "home.txt"), "w").write("x")
+sys.path.insert(0, "/release")
+torch.set_printoptions(precision=1)
+torch.set_default_dtype(torch.float64)
+torch.set_grad_enabled(False)
+numpy.set_printoptions(precision=1)
+warnings.simplefilter("ignore")
+"""
+    box = sandbox_with_release(release)
+    try:
+        assert box.start()["release_warm_up"].startswith("ok")
+        reply, student = run(box, INSPECT_START)
+        assert [cell["error"] for cell in reply[1]] == [None]
+        assert student.value("warm") is True  # its imports were paid once, in the warm interpreter
+        start_as_without_release(student)
+        assert student.value("state")[4] != "/release"
+        box.finish()
+    finally:
+        box.close()
+
+
+@pytest.mark.parametrize("release, why", [
+    ("import threading, time\nthreading.Thread(target=time.sleep, args=(60,), daemon=True).start()",
+     "left threads or processes running"),
+    ("import subprocess\nsubprocess.Popen(['sleep', '60'])", "left threads or processes running"),
+    ("import os\nos._exit(3)", "ended its process"),
+    ("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)", "ended its process"),
+    ("while True:\n    pass", "took more than 1 s"),
+], ids=["thread", "process", "exit", "crash", "loop"])
+def test_a_release_unsafe_to_warm_up_on_is_tried_once_and_left_out(release, why):
+    """Tried in a forked trial first: the warm interpreter never runs it, and grading goes on."""
+    box = sandbox_with_release(f"import {WARM_MODULE}\n{release}")
+    try:
+        started = time.perf_counter()
+        hello = box.start()
+        assert why in hello["release_warm_up"] and hello["release_warm_up"].startswith("skipped")
+        assert time.perf_counter() - started < 60
+        reply, student = run(box, INSPECT_START)
+        assert student.value("warm") is False
+        start_as_without_release(student)
+        box.finish()
+        expect_reusable(box)
+    finally:
+        box.close()

@@ -504,23 +504,32 @@ def _warm_up():
         pass
 
 
+def _agent_file(name):
+    """A file the grader put next to this package in the agent folder (see grading/sandbox.py)."""
+    return os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), name)
+
+
+def _read_json(name, default):
+    import json
+
+    try:
+        with open(_agent_file(name)) as handle:
+            return json.load(handle)
+    except (OSError, ValueError):
+        return default
+
+
 def _assignment_code():
     """The assignment's own sandbox code, if any: pre-imports, then RESOURCES and its warm-up."""
     import importlib
-    import json
 
-    here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the agent folder
-    try:
-        with open(os.path.join(here, "settings.json")) as handle:
-            settings = json.load(handle)
-    except (OSError, ValueError):
-        settings = {}
+    settings = _read_json("settings.json", {})
     for name in settings.get("preimport", []):
         try:
             importlib.import_module(name)
         except Exception:  # the assignment's choice; a submission that needs it will say so
             pass
-    if not os.path.exists(os.path.join(here, "assignment_sandbox.py")):
+    if not os.path.exists(_agent_file("assignment_sandbox.py")):
         return {}
     import assignment_sandbox
 
@@ -530,6 +539,109 @@ def _assignment_code():
         except Exception:  # only a speed-up: the probes themselves will report a real problem
             pass
     return dict(getattr(assignment_sandbox, "RESOURCES", {}))
+
+
+RELEASE_WARM_UP_SECONDS = 2.0  # an untouched release slower than this does real work: not worth it
+
+
+def _warm_up_on_release(shell):
+    """Run the untouched release's code cells once here, so every child starts with the
+    first-call costs of its given cells paid: the modules they import, what they build on
+    first use (a failed vocabulary download cost each student about 45 ms). The release is
+    public (every student has it), so nothing a child may read is added.
+
+    It is first run in a forked trial. A release that ends its process, outruns its time,
+    or leaves threads or processes behind (forking after that is unsafe) is not run here.
+    Afterwards the namespace and the global state a cell may change are put back, so a child
+    starts as it would without this. Returns what happened, for the hello message."""
+    cells = _read_json("release_cells.json", [])
+    if not cells:
+        return "no release cells"
+    seconds = float(_read_json("settings.json", {}).get("warm_up_seconds", RELEASE_WARM_UP_SECONDS))
+    started = time.monotonic()
+    trial = _trial_run(shell, cells, seconds)
+    if trial != "ok":
+        return trial
+    tried = time.monotonic()
+    saved = _global_state()
+    try:
+        _fresh_dirs()
+        _run_cells(shell, cells, time.monotonic() + 2 * seconds)  # it ran in time just now
+    finally:
+        _restore_global_state(shell, saved)
+    return f"ok: tried in {tried - started:.2f} s, ran in {time.monotonic() - tried:.2f} s"
+
+
+def _trial_run(shell, cells, seconds):
+    """Run `cells` in a forked child; "ok" if it ended cleanly, else why not."""
+    pid = os.fork()
+    if pid == 0:
+        code = 3
+        try:
+            _fresh_dirs()
+            report = _run_cells(shell, cells, time.monotonic() + seconds)
+            alone = len(os.listdir("/proc/self/task")) == 1 and not _descendants()
+            in_time = not any(cell["error"] and cell["error"].startswith(("TimeoutError", "not run"))
+                              for cell in report)
+            code = 0 if alone and in_time else 4 if in_time else 5
+        finally:
+            os._exit(code)
+    deadline = time.monotonic() + seconds + 2.0  # a cell stuck in C code ignores its alarm
+    while (status := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+        time.sleep(0.005)
+    _kill_everything(pid, OWN_PID_NAMESPACE)  # reaps it, and anything it left
+    code = os.waitstatus_to_exitcode(status[1]) if status[0] else 5
+    return {0: "ok", 4: "skipped: the release left threads or processes running",
+            5: f"skipped: the release took more than {seconds:g} s"}.get(
+        code, f"skipped: the release ended its process (exit status {code})")
+
+
+def _global_state():
+    import copy
+    import warnings
+
+    import numpy
+    import torch
+
+    return {"cwd": os.getcwd(), "environ": dict(os.environ), "path": list(sys.path),
+            "modules_main": sys.modules.get("__main__"), "warnings": copy.copy(warnings.filters),
+            "grad": torch.is_grad_enabled(), "dtype": torch.get_default_dtype(),
+            "deterministic": torch.are_deterministic_algorithms_enabled(),
+            "numpy_print": numpy.get_printoptions()}
+
+
+def _restore_global_state(shell, saved):
+    import gc
+    import warnings
+
+    import numpy
+    import torch
+
+    for name in [name for name in shell.user_ns if name not in shell.user_ns_hidden]:
+        del shell.user_ns[name]
+    os.chdir(saved["cwd"])
+    os.environ.clear()
+    os.environ.update(saved["environ"])
+    sys.path[:] = saved["path"]
+    if saved["modules_main"] is not None:
+        sys.modules["__main__"] = saved["modules_main"]
+    warnings.filters[:] = saved["warnings"]
+    getattr(warnings, "_filters_mutated", lambda: None)()  # so warnings shown here show again in a child
+    # Each only if the release changed it: setting the deterministic flag imports torch's
+    # compiler (see _defer_dynamo).
+    if torch.is_grad_enabled() != saved["grad"]:
+        torch.set_grad_enabled(saved["grad"])
+    if torch.get_default_dtype() != saved["dtype"]:
+        torch.set_default_dtype(saved["dtype"])
+    if torch.are_deterministic_algorithms_enabled() != saved["deterministic"]:
+        torch.use_deterministic_algorithms(saved["deterministic"])
+    if torch.get_num_threads() != 1:
+        torch.set_num_threads(1)
+    torch.set_printoptions(profile="default")
+    numpy.set_printoptions(**saved["numpy_print"])
+    if "matplotlib.pyplot" in sys.modules:
+        sys.modules["matplotlib.pyplot"].close("all")
+    gc.collect(1)  # the release's objects (young ones: a full collection costs 0.1 s) go now, not in a child
 
 
 def main(control_fd, own_pid_namespace, scratch):
@@ -554,13 +666,15 @@ def main(control_fd, own_pid_namespace, scratch):
     keep_freed_memory()
     _warm_up()
     resources = _assignment_code()
-    _defer_dynamo()  # kernels the assignment's own imports defined
+    release = _warm_up_on_release(_make_shell())
+    _defer_dynamo()  # kernels the assignment's own imports and its release defined
     _wipe(SCRATCH)
     worker = Worker(control, resources)
     import gc
 
     gc.freeze()  # children never scan (and so never copy) the warm interpreter's objects
-    worker.reply(("hello", {"pid": os.getpid(), "python": sys.version.split()[0], "torch": str(torch.__version__)}))
+    worker.reply(("hello", {"pid": os.getpid(), "python": sys.version.split()[0], "torch": str(torch.__version__),
+                            "release_warm_up": release}))
     try:
         worker.serve()
     except Exception:
