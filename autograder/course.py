@@ -169,7 +169,14 @@ class Assignment:
         and the release's code cells (public: every student has them) to warm up on."""
         import json
 
-        files = {"settings.json": json.dumps({"preimport": self.preimport}).encode()}
+        settings = {"preimport": self.preimport}
+        seconds = self.settings.get("sandbox", {}).get("warm_up_seconds")
+        if seconds is not None:
+            if type(seconds) not in (int, float) or seconds < 0:
+                raise CourseError(f"{self.folder / SETTINGS} [sandbox] warm_up_seconds: a number of seconds,"
+                                  " as in warm_up_seconds = 5")
+            settings["warm_up_seconds"] = seconds
+        files = {"settings.json": json.dumps(settings).encode()}
         if self.sandbox_code:
             files["assignment_sandbox.py"] = self.sandbox_code.read_bytes()
         if self.warm_up_on_release and (cells := self.release_cells()):

@@ -103,7 +103,13 @@ def test_the_sandbox_gets_the_release_to_warm_up_on_unless_the_assignment_says_n
     solution = assignment.solutions.read_text()
     assert not any("BEGIN SOLUTION" in source or "HIDDEN" in source for source in code)
     assert "raise NotImplementedError" in "".join(code) and "raise NotImplementedError" not in solution
-    assignment.settings.setdefault("sandbox", {})["warm_up_on_release"] = False  # this object's own copy
+    sandbox = assignment.settings.setdefault("sandbox", {})  # this object's own copy
+    sandbox["warm_up_seconds"] = 5
+    assert json.loads(assignment.sandbox_files()["settings.json"])["warm_up_seconds"] == 5
+    sandbox["warm_up_seconds"] = "soon"
+    with pytest.raises(CourseError, match="warm_up_seconds: a number of seconds"):
+        assignment.sandbox_files()
+    sandbox["warm_up_seconds"], sandbox["warm_up_on_release"] = 5, False
     assert "release_cells.json" not in assignment.sandbox_files()
 
 

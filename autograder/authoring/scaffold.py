@@ -56,6 +56,7 @@ order = {order}  # its place in the course
 [sandbox]
 preimport = []  # modules the warm sandbox imports once, before forking a child per student
 # warm_up_on_release = true  # it also runs the untouched release once (tried in a fork first)
+# warm_up_seconds = 2         # ... unless that takes longer
 '''
 
 NOTEBOOK_MD = '''# {title}
