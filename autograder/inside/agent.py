@@ -29,6 +29,8 @@ HAS_SHM = False  # whether /dev/shm is SCRATCH/.shm (set by main)
 OWN_PID_NAMESPACE = True  # in bubblewrap: kill(-1) reaches only the sandbox
 PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER = 4, 36
 CELL_ERROR_CHARS = 2000
+NOT_RUN = "not run: the time limit was reached"
+STOPPED = "TimeoutError: this cell was stopped because the time limit was reached"
 
 
 class CellTimeout(BaseException):
@@ -91,7 +93,7 @@ def _run_cells(shell, cells, deadline):
         left = deadline - time.monotonic()
         entry = {"cell": name, "error": None, "seconds": 0.0}
         if left <= 0:
-            entry["error"] = "not run: the time limit was reached"
+            entry["error"] = NOT_RUN
             report.append(entry)
             continue
 
@@ -112,7 +114,7 @@ def _run_cells(shell, cells, deadline):
             signal.setitimer(signal.ITIMER_REAL, 0)
         entry["seconds"] = round(time.monotonic() - started, 4)
         if isinstance(error, CellTimeout):
-            entry["error"] = "TimeoutError: this cell was stopped because the time limit was reached"
+            entry["error"] = STOPPED
         elif error is not None:
             entry["error"] = _student_frames(error)
         report.append(entry)
@@ -519,11 +521,10 @@ def _read_json(name, default):
         return default
 
 
-def _assignment_code():
+def _assignment_code(settings):
     """The assignment's own sandbox code, if any: pre-imports, then RESOURCES and its warm-up."""
     import importlib
 
-    settings = _read_json("settings.json", {})
     for name in settings.get("preimport", []):
         try:
             importlib.import_module(name)
@@ -544,7 +545,7 @@ def _assignment_code():
 RELEASE_WARM_UP_SECONDS = 2.0  # an untouched release slower than this does real work: not worth it
 
 
-def _warm_up_on_release(shell):
+def _warm_up_on_release(shell, settings):
     """Run the untouched release's code cells once here, so every child starts with the
     first-call costs of its given cells paid: the modules they import, what they build on
     first use (a failed vocabulary download cost each student about 45 ms). The release is
@@ -557,7 +558,7 @@ def _warm_up_on_release(shell):
     cells = _read_json("release_cells.json", [])
     if not cells:
         return "no release cells"
-    seconds = float(_read_json("settings.json", {}).get("warm_up_seconds", RELEASE_WARM_UP_SECONDS))
+    seconds = float(settings.get("warm_up_seconds", RELEASE_WARM_UP_SECONDS))
     started = time.monotonic()
     trial = _trial_run(shell, cells, seconds)
     if trial != "ok":
@@ -581,8 +582,7 @@ def _trial_run(shell, cells, seconds):
             _fresh_dirs()
             report = _run_cells(shell, cells, time.monotonic() + seconds)
             alone = len(os.listdir("/proc/self/task")) == 1 and not _descendants()
-            in_time = not any(cell["error"] and cell["error"].startswith(("TimeoutError", "not run"))
-                              for cell in report)
+            in_time = not any(cell["error"] in (NOT_RUN, STOPPED) for cell in report)
             code = 0 if alone and in_time else 4 if in_time else 5
         finally:
             os._exit(code)
@@ -665,8 +665,9 @@ def main(control_fd, own_pid_namespace, scratch):
 
     keep_freed_memory()
     _warm_up()
-    resources = _assignment_code()
-    release = _warm_up_on_release(_make_shell())
+    settings = _read_json("settings.json", {})  # the assignment's (see course.py, sandbox_files)
+    resources = _assignment_code(settings)
+    release = _warm_up_on_release(_make_shell(), settings)
     _defer_dynamo()  # kernels the assignment's own imports and its release defined
     _wipe(SCRATCH)
     worker = Worker(control, resources)
