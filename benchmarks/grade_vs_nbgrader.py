@@ -19,7 +19,9 @@ students' own compute (each notebook's cells in a fresh process, then its checks
 in the measuring process, warm from the notebooks before, without a sandbox;
 measured before our first run and after our last, and averaged) divided by the
 cores, the fraction of it reached, and the overhead per notebook beyond that
-compute. That limit is a bound no grader that isolates students reaches, since
+compute over the whole run (start-up included); and the per-notebook overhead:
+each notebook's grading time, as its result records it, beyond its own compute
+(the measure the speed issue started from). That limit is a bound no grader that isolates students reaches, since
 the student's code the checks call runs warm there. The compute is measured one
 notebook at a time and also with one notebook per core side by side, as grading
 runs them: that tells whether the cores slow each other down (shared caches and
@@ -321,6 +323,15 @@ def overhead_per_submission(python, course, tmp, rounds=5):
     return [{k: statistics.median(v) for k, v in d.items()} for d in (sandboxed, fresh, warm)]
 
 
+def per_notebook_overhead(course, own):
+    """Seconds each notebook's grading took beyond `own` (its compute measured alone), for
+    every notebook of our runs of `course` (see compare). The grading time is the one the
+    result records: from reading the notebook to its result, start-up not included."""
+    runs = [course / "graded" / "causal_attention", course.parent / f"{course.name}-second" / "graded" / "causal_attention"]
+    return [result.execution_time - own[result.student_id]
+            for run in runs if run.is_dir() for result in all_results(run)]
+
+
 def compare(python, course, n, label, skip_nbgrader, sample_memory=False, timeout=None):
     """Grade `course`'s submissions with ours, nbgrader, ours again; returns ours' mean seconds."""
     limits = ["--timeout", str(timeout)] if timeout else []
@@ -385,14 +396,16 @@ def main():
         # cells and its checks, without a sandbox; what ours costs beyond that is what the
         # sandbox and the probes' round trips cost.
         cores = 2
-        before = sum(students_compute(course, kinds).values())
+        before_each = students_compute(course, kinds)
         before_busy = sum(students_compute(course, kinds, at_once=cores).values())
         before_fresh = sum(students_compute(course, kinds, fresh_checks=True).values())
         ours = compare(python, course, args.n, "realistic", args.skip_nbgrader, timeout=TIMEOUT)
         after_fresh = sum(students_compute(course, kinds, fresh_checks=True).values())
         after_busy = sum(students_compute(course, kinds, at_once=cores).values())
-        after = sum(students_compute(course, kinds).values())
+        after_each = students_compute(course, kinds)
+        before, after = sum(before_each.values()), sum(after_each.values())
         total, busy, fresh = (before + after) / 2, (before_busy + after_busy) / 2, (before_fresh + after_fresh) / 2
+        own = {student: (before_each[student] + after_each[student]) / 2 for student in kinds}
 
         def overhead(compute):
             return (cores * ours - compute) / args.n * 1000
@@ -407,6 +420,11 @@ def main():
               f" overhead per notebook beyond the students' compute: {overhead(total):.0f} ms"
               f" ({overhead(busy):.0f} ms beyond the compute with every core busy)")
         print("  (how much of it each notebook adds and how much a run pays once: benchmarks/fixed_vs_marginal.py)")
+        beyond = per_notebook_overhead(course, own)
+        print(f"per-notebook overhead, each notebook's grading time in our runs beyond its own compute:"
+              f" {statistics.mean(beyond) * 1000:.0f} ms on average, median {statistics.median(beyond) * 1000:.0f} ms,"
+              f" {len(beyond)} gradings (what the issue measured as 136 ms with one worker;"
+              f" a run's start-up and its last results' writing are not in it, the whole-run figure above has them)")
         print(f"the simplest isolating grader, each notebook's cells and checks in one fresh process"
               f" without a sandbox: {fresh:.1f} s of compute ({before_fresh:.1f} s before, {after_fresh:.1f} s after),"
               f" {fresh / cores:.1f} s on {cores} cores; ours takes {ours / (fresh / cores):.2f}x that,"
