@@ -94,6 +94,7 @@ def cmd_validate(args):
         for name, found in report.diagnoses.items():
             for problem in found:
                 console.print(f"  [yellow]{name}[/yellow]: {problem}", highlight=False)
+    _print_release_warm_up(report.release_warm_up)
     if not report.clean:
         console.print("[red]Not clean.[/red] Each red line above is a check that misses a mistake, rejects a"
                       " correct answer, or gives feedback that does not name the mistake; or the diagnoses"
@@ -103,6 +104,30 @@ def cmd_validate(args):
                   " mistake is caught (and named, where it was written for the corpus), every alternative"
                   " gets full marks, and the diagnoses are above the assignment's floor.")
     return 0
+
+
+def _print_release_warm_up(what):
+    """One line on the sandbox's warm-up on the release (see validate.release_warm_up)."""
+    from rich.markup import escape
+
+    what = escape(what)  # the sandbox's words: printed as they are, never read as markup
+    if what.startswith("ok: "):
+        console.print(f"Sandbox: warmed up on the untouched release ({what[4:]}), so no student pays"
+                      " the first-call costs of its given cells.", highlight=False)
+    elif what == "no release cells":
+        console.print("Sandbox: no warm-up on the release (it has no code cells, or assignment.toml"
+                      " says \\[sandbox] warm_up_on_release = false).", highlight=False)
+    elif what.startswith("skipped: "):
+        reason = what.removeprefix("skipped: ")
+        hint = (" \\[sandbox] warm_up_seconds in assignment.toml allows it more time." if "took more than" in reason
+                else " A release that leaves threads or processes running cannot be warmed up on safely."
+                if "threads or processes" in reason else "")
+        console.print(f"[yellow]Sandbox: no warm-up on the release[/yellow]: {reason}. Scores are the same, but"
+                      " every student's process pays the first-call costs of the given cells (imports, first"
+                      f" use of a library) again.{hint}", highlight=False)
+    elif what:
+        console.print(f"[yellow]Sandbox: whether it warmed up on the release is not known[/yellow]"
+                      f" ({what.removeprefix('unknown: ')}).", highlight=False)
 
 
 def cmd_demo(args):

@@ -61,6 +61,7 @@ def test_keeps_the_shape(student, rng):
         assert (course / "release" / name / f"{name}.ipynb").is_file()
         out = autograder("validate", name, cwd=course)
         assert "Clean" in out, out
+        assert "Sandbox: warmed up on the untouched release" in out, out
     out = autograder("demo", cwd=course)  # the example students of both, graded in sandboxes
     for name in ("warmup", "scaling"):
         rows = {r["student_id"]: r for r in csv.DictReader(open(course / "graded" / name / "grades.csv"))}
@@ -111,6 +112,27 @@ def test_the_sandbox_gets_the_release_to_warm_up_on_unless_the_assignment_says_n
         assignment.sandbox_files()
     sandbox["warm_up_seconds"], sandbox["warm_up_on_release"] = 5, False
     assert "release_cells.json" not in assignment.sandbox_files()
+
+
+@pytest.mark.usefixtures("sandbox_required")
+def test_validate_tells_the_instructor_whether_the_sandbox_warmed_up_on_the_release(capsys):
+    """Grading does not fail when the sandbox cannot warm up on the release (it is only
+    slower), so `validate` is where an instructor learns it, and why."""
+    from autograder.authoring.validate import release_warm_up
+    from autograder.cli import _print_release_warm_up
+
+    assignment = Course(COURSE.root).assignment(COURSE.names()[-1])
+    ok = release_warm_up(assignment)
+    assert ok.startswith("ok: tried in "), ok
+    assignment.settings.setdefault("sandbox", {})["warm_up_seconds"] = 0.001  # this object's own copy
+    slow = release_warm_up(assignment)
+    assert slow == "skipped: the release took more than 0.001 s", slow
+    _print_release_warm_up(slow)
+    out = " ".join(capsys.readouterr().out.split())
+    assert "no warm-up on the release: the release took more than 0.001 s" in out
+    assert "[sandbox] warm_up_seconds" in out
+    assignment.settings["sandbox"]["warm_up_on_release"] = False
+    assert release_warm_up(assignment) == "no release cells"
 
 
 def test_the_engine_names_no_assignment():

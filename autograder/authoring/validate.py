@@ -68,6 +68,7 @@ class Validation:
     diagnoses_min: float = DIAGNOSES_MIN
     from_public_code: set = field(default_factory=set)  # names of the entries with a `source`
     error_model: object = None  # authoring/errorcheck.ErrorModelReport
+    release_warm_up: str = ""  # what the sandbox did with the untouched release (see release_warm_up)
 
     @property
     def named(self):
@@ -83,8 +84,29 @@ class Validation:
 def validate(assignment, seed=0, jobs=None, out_dir=None, only=None, unsafe_no_sandbox=False):
     """Grade solutions, stubs and corpus with `seed`; results go to `out_dir` (default: a temporary folder)."""
     with tempfile.TemporaryDirectory(prefix="autograder-validate-") as scratch:
-        return grade_corpus(assignment, Path(scratch) / "corpus", seed, jobs,
-                            out_dir or Path(scratch) / "graded", only, unsafe_no_sandbox)
+        validation = grade_corpus(assignment, Path(scratch) / "corpus", seed, jobs,
+                                  out_dir or Path(scratch) / "graded", only, unsafe_no_sandbox)
+    validation.release_warm_up = release_warm_up(assignment, unsafe_no_sandbox)
+    return validation
+
+
+def release_warm_up(assignment, unsafe_no_sandbox=False):
+    """What a sandbox for `assignment` did with the untouched release before it forks any
+    student (see inside/agent.py, _warm_up_on_release): "ok: ...", "skipped: <why>", "no
+    release cells", or why it could not tell. Grading is the same either way; a skipped
+    warm-up only makes every student pay the release's first-call costs again, which the
+    instructor would not otherwise learn (the grader does not fail over it)."""
+    from autograder.grading.sandbox import Limits, Sandbox, SandboxBroken
+
+    box = Sandbox(0, Limits(**assignment.limits), unsafe_no_sandbox, conceal=[str(assignment.course.root)],
+                  extra_files=assignment.sandbox_files())
+    try:
+        hello = box.start()
+    except SandboxBroken as error:
+        return f"unknown: {error}"
+    finally:
+        box.close()
+    return str(hello.get("release_warm_up", "unknown: the sandbox did not say"))
 
 
 def grade_corpus(assignment, folder, seed, jobs, out_dir, only=None, unsafe_no_sandbox=False):
