@@ -326,10 +326,11 @@ def overhead_per_submission(python, course, tmp, rounds=5):
 def per_notebook_overhead(course, own):
     """Seconds each notebook's grading took beyond `own` (its compute measured alone), for
     every notebook of our runs of `course` (see compare). The grading time is the one the
-    result records: from reading the notebook to its result, start-up not included."""
+    result records: from reading the notebook to its result, start-up not included. A result
+    reused from an identical answer took no grading time of its own and is left out."""
     runs = [course / "graded" / "causal_attention", course.parent / f"{course.name}-second" / "graded" / "causal_attention"]
     return [result.execution_time - own[result.student_id]
-            for run in runs if run.is_dir() for result in all_results(run)]
+            for run in runs if run.is_dir() for result in all_results(run) if not result.reused]
 
 
 def compare(python, course, n, label, skip_nbgrader, sample_memory=False, timeout=None):
