@@ -1,6 +1,6 @@
 """Benchmark: `autograder grade --jobs 2` against `nbgrader autograde` on the same notebooks.
 
-    python benchmarks/grade_vs_nbgrader.py [--n 100] [--class demo|realistic|both] [--skip-nbgrader]
+    python benchmarks/grade_vs_nbgrader.py [--n 100] [--class demo|realistic|both] [--skip-nbgrader] [--shuffle SEED]
 
 Two classes, each N submissions, each graded by both graders on its own copy of
 the course:
@@ -9,7 +9,9 @@ the course:
 * realistic: every mistake and alternative of the assignment's corpus, one
   untouched release, a CPU-heavy slow answer, one that crashes its process and
   one that loops until the time limit (10 s here, for both graders), and copies
-  of the reference solutions for the rest.
+  of the reference solutions for the rest. The slow, crashing and looping answers
+  come first unless `--shuffle SEED` shuffles the order: a long answer graded
+  last leaves the other core idle, which no grader can know in advance.
 
 No two notebooks are alike (copies carry a comment naming their student), so
 every one is run. Ours runs before and after nbgrader and the ratio uses the
@@ -383,11 +385,18 @@ def main():
     parser.add_argument("--n", type=int, default=100)
     parser.add_argument("--class", dest="kind", choices=["demo", "realistic", "both"], default="both")
     parser.add_argument("--skip-nbgrader", action="store_true")
+    parser.add_argument("--shuffle", type=int, metavar="SEED",
+                        help="grade the realistic class in an order shuffled with SEED (default: its slow,"
+                             " crashing and looping answers first, where they cost a grader least)")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench-"))
     python = sys.executable
     if args.kind in ("realistic", "both"):
-        course, kinds = make_realistic_class(tmp / "realistic", args.n)
+        course, kinds = make_realistic_class(tmp / "realistic", args.n, order_seed=args.shuffle)
+        order = sorted(kinds)
+        print("realistic class order: " + ", ".join(f"{kind} answer {order.index(s) + 1}" for s, kind in kinds.items()
+                                                     if kind) + f" of {args.n}"
+              + (f" (shuffled with seed {args.shuffle})" if args.shuffle is not None else ""))
         # The compute is measured right before our first run and right after our last, and
         # their mean is used: like our runs around nbgrader's, so that the machine's drift
         # over the run (5% between runs minutes apart here) hits both sides alike. It is

@@ -134,9 +134,14 @@ def with_extra_code(notebook, code):
     return notebook
 
 
-def make_realistic_class(tmp, n):
+def make_realistic_class(tmp, n, order_seed=None):
     """A course whose submitted/ holds the realistic class (see the module's doc); returns
-    (course, {student id: 'slow' | 'crash' | 'loop' | ''})."""
+    (course, {student id: 'slow' | 'crash' | 'loop' | ''}). Students are graded in the order
+    of their ids: the slow, crashing and looping answers first (the kindest place for them,
+    since a long answer graded last leaves the other cores idle), or, with `order_seed`, in
+    an order shuffled with that seed."""
+    import random
+
     import nbformat
 
     from autograder.authoring import corpus
@@ -154,6 +159,8 @@ def make_realistic_class(tmp, n):
     notebooks += [(entry.name, corpus.notebook(entry, release, assignment)) for entry in corpus.load(assignment, cells)]
     notebooks = notebooks[:n]
     notebooks += [(f"reference{i}", signed(reference, f"student {i}")) for i in range(n - len(notebooks))]
+    if order_seed is not None:
+        random.Random(order_seed).shuffle(notebooks)
     kinds = {}
     for index, (label, notebook) in enumerate(notebooks):
         student = f"s{index:03d}_{label}"
