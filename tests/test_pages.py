@@ -237,3 +237,31 @@ def test_report_lists_timeouts_tampering_and_bad_files():
         assert expected in attention, expected
     assert "fine" not in attention  # a failing visible check is ordinary feedback, not a problem
     assert "last batch graded in 12.5 s" in page and "Rows do not sum to 1." in page
+
+
+def test_a_failed_head_start_on_the_plot_library_does_not_break_the_report():
+    """The grader imports matplotlib in a background thread while workers grade. If that
+    import fails half-way (two threads importing the same modules can make it fail), the
+    class report's own import must still work. Run in a fresh interpreter: it imports
+    matplotlib from scratch, with the first attempt made to fail after a few submodules."""
+    code = """
+import sys
+
+class FailOnce:
+    failed = False
+
+    def find_spec(self, name, path=None, target=None):
+        if name == "matplotlib.rcsetup" and not FailOnce.failed:
+            FailOnce.failed = True
+            raise ImportError("simulated: the import broke off half-way")
+
+sys.meta_path.insert(0, FailOnce())
+from autograder.outputs.report import histogram_png, warm_up_report
+
+warm_up_report()
+assert FailOnce.failed and "matplotlib.cbook" not in sys.modules
+print("png", len(histogram_png([1.0, 2.0, 2.5], 3)))
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert int(done.stdout.split()[-1]) > 1000  # a real PNG, base64

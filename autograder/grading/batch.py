@@ -63,7 +63,14 @@ def grade_batch(assignment, paths, out_dir=None, jobs=2, limits=None, force=Fals
     regrade = Regrade(out_dir, datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ"))
 
     layout = layout_of(source)
-    warming = threading.Thread(target=warm_up_report, name="report", daemon=True)
+
+    def warm_up_report_after_gradebook():
+        # One import at a time: two threads importing overlapping modules (nbgrader's and
+        # matplotlib's share dateutil, for one) can leave one of them half-imported.
+        gradebook.opened.wait(timeout=60)
+        warm_up_report()
+
+    warming = threading.Thread(target=warm_up_report_after_gradebook, name="report", daemon=True)
 
     def record(result):
         nonlocal gradebook

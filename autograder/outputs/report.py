@@ -9,6 +9,7 @@ import base64
 import io
 import re
 import statistics
+import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -29,7 +30,11 @@ def warm_up_report():
         matplotlib.use("Agg")
         import matplotlib.pyplot  # noqa: F401
     except Exception:  # only a head start: the report itself will say what is wrong
-        pass
+        # A failed import leaves the submodules it finished in sys.modules, bound to a
+        # matplotlib module that never finished; the report's own import would then reuse
+        # them and fail ("module 'matplotlib' has no attribute ..."). It starts afresh.
+        for name in [n for n in sys.modules if n == "matplotlib" or n.startswith("matplotlib.")]:
+            del sys.modules[name]
 
 
 def histogram_png(totals, max_score):

@@ -321,6 +321,7 @@ class GradebookWriter:
         self.course, self.assignment = course, assignment
         self.queue = queue.Queue()
         self.error = None
+        self.opened = threading.Event()  # set once nbgrader's gradebook is imported and open (or failed)
         self.thread = threading.Thread(target=self._run, name="gradebook", daemon=True)
         self.thread.start()
 
@@ -331,6 +332,7 @@ class GradebookWriter:
         try:
             # Opened in this thread: an SQLite connection belongs to the thread that made it.
             with GradebookSync(self.course, self.assignment) as gradebook:
+                self.opened.set()
                 while True:
                     batch, finished = [self.queue.get()], None
                     while not self.queue.empty():
@@ -343,6 +345,8 @@ class GradebookWriter:
                         return
         except BaseException as error:  # noqa: B036 (reported by finish(); the JSON results are safe)
             self.error = error
+        finally:
+            self.opened.set()
 
     def finish(self, results):
         self.queue.put(list(results))
