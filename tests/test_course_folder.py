@@ -131,6 +131,9 @@ def test_validate_tells_the_instructor_whether_the_sandbox_warmed_up_on_the_rele
     out = " ".join(capsys.readouterr().out.split())
     assert "no warm-up on the release: the release took more than 0.001 s" in out
     assert "[sandbox] warm_up_seconds" in out
+    _print_release_warm_up("skipped: the release left threads or processes running")  # the agent's words
+    out = " ".join(capsys.readouterr().out.split())
+    assert "cannot be warmed up on safely" in out and "warm_up_seconds" not in out
     assignment.settings["sandbox"]["warm_up_on_release"] = False
     assert release_warm_up(assignment) == "no release cells"
 

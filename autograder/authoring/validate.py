@@ -96,10 +96,10 @@ def release_warm_up(assignment, unsafe_no_sandbox=False):
     release cells", or why it could not tell. Grading is the same either way; a skipped
     warm-up only makes every student pay the release's first-call costs again, which the
     instructor would not otherwise learn (the grader does not fail over it)."""
-    from autograder.grading.sandbox import Limits, Sandbox, SandboxBroken
+    from autograder.grading.sandbox import SandboxBroken
+    from autograder.grading.submission import assignment_sandbox
 
-    box = Sandbox(0, Limits(**assignment.limits), unsafe_no_sandbox, conceal=[str(assignment.course.root)],
-                  extra_files=assignment.sandbox_files())
+    box = assignment_sandbox(assignment, assignment.limits, unsafe_no_sandbox)
     try:
         hello = box.start()
     except SandboxBroken as error:

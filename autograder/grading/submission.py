@@ -210,10 +210,16 @@ def grade_job(submission):
 
 def slot_sandbox(spec, assignment, slot):
     """The sandbox (not started yet) of a worker slot in this batch."""
+    return assignment_sandbox(assignment, spec.limits, spec.isolation == "none", slot, conceal=spec.course)
+
+
+def assignment_sandbox(assignment, limits, unsafe_no_sandbox=False, slot=0, conceal=None):
+    """A sandbox (not started yet) for `assignment`'s submissions: its limits, its sandbox
+    code and settings, and `conceal` (default: the assignment's course folder) hidden."""
     from autograder.grading.sandbox import Limits, Sandbox
 
-    return Sandbox(slot, Limits(**spec.limits), spec.isolation == "none",
-                   conceal=[spec.course], extra_files=assignment.sandbox_files())
+    return Sandbox(slot, Limits(**limits), unsafe_no_sandbox, conceal=[conceal or str(assignment.course.root)],
+                   extra_files=assignment.sandbox_files())
 
 
 def core_of(slot, cores=None):
