@@ -192,3 +192,94 @@ def test_common_errors_are_said_in_the_students_terms(error, says):
     from autograder.grading.verdict import hint_for
 
     assert says in hint_for(f"forward raised {error}")
+
+
+class Enormous(NamespaceStudent):
+    """What a hostile submission's sandbox may report (it answers the probes itself): thousands of
+    extra parameters, modules, list attributes and dropouts with long names, one name of 100,000
+    characters, modules left behind on .to('meta'), and a kind that is a megabyte of text."""
+    NAMES = [f"layer{i:05d}_" + "x" * 200 for i in range(3000)] + ["y" * 100_000]
+
+    def structure(self, handle):
+        real = super().structure(handle)
+        if not real.get("is_module"):
+            return real
+        names = self.NAMES
+        return {**real, "parameters": {**real["parameters"], **{f"{n}.weight": [3, 3] for n in names}},
+                "frozen": [f"{n}.weight" for n in names], "repeated_modules": names, "list_attributes": names,
+                "modules": {**real["modules"], **{n: "Linear" * 1000 for n in names}},
+                "dropouts": {**real["dropouts"], **{n: 0.5 for n in names}},
+                "attributes": {**real["attributes"], "num_heads": "z" * 100_000},
+                "parameter_count": real["parameter_count"] + 9 * len(names)}
+
+    def load_parameters(self, handle, parameters):
+        report = super().load_parameters(handle, parameters)
+        return {**report, "extra": report["extra"] + self.NAMES}
+
+    def meta_forward(self, handle, *inputs):
+        report = super().meta_forward(handle, *inputs)
+        return {**report, "devices": {**report.get("devices", {}), **{n: "cpu" for n in self.NAMES}}}
+
+    def kind(self, name):
+        return "k" * 1_000_000 if name == "mask_before_softmax" else super().kind(name)
+
+
+def test_an_enormous_reported_structure_gives_a_small_result_that_still_says_what_is_wrong(solved):
+    """Messages quote what the student's code reports; however much it reports, each message and
+    the whole result stay small (before the bound: messages of 4-9 MB, a result of 51 MB)."""
+    import json
+    import types
+
+    import nbformat
+
+    from autograder.grading.rootcause import one_cause_per_cell, root_cause_once
+    from autograder.grading.submission import build_result
+    from autograder.grading.submissions import grade_cells
+    from autograder.grading.verdict import MAX_MESSAGE, SHORTENED
+
+    checks = run_checks(ASSIGNMENT, Enormous(solved), ["ex2", "ex3", "ex5", "ex6", "ex8_model"], seed=1)
+    messages = {f"{cell}:{c.name}": c.message for cell, r in checks.items() for c in r.checks if c.message}
+    assert all(len(m) <= MAX_MESSAGE for m in messages.values()), max(map(len, messages.values()))
+    # Still says what is wrong, and how much there was.
+    assert "keeps modules in a plain Python list (layer00000_" in messages["ex5:test_heads_registered"]
+    assert "\u2026 and 2,993 more): their parameters are invisible" in messages["ex5:test_heads_registered"]
+    assert messages["ex6:test_structure"].startswith("The parameters should be ['W_key.weight',")
+    assert "stayed behind: register tensors as buffers" in messages["ex6:test_moves_with_model"]
+    assert "parameters the exercise does not ask for: layer00000_" in messages["ex3:test_reference_values[full]"]
+    shortened = [m for m in messages.values() if SHORTENED in m]  # the megabyte `kind`, cut where it is recorded
+    assert shortened and all(m.startswith("`mask_before_softmax` should be a function, but it is kkk")
+                             for m in shortened)
+    one_cause_per_cell(checks)
+    root_cause_once(checks, ASSIGNMENT.builds_on)
+    spec = types.SimpleNamespace(assignment=ASSIGNMENT.name, seed=1, isolation="none")
+    points = {cell: p for cell, p in grade_cells(nbformat.read(ASSIGNMENT.source_notebook, as_version=4)).items()
+              if cell in checks}
+    result = build_result(spec, {"student_id": "hostile", "path": "x.ipynb"}, points, checks, [], [], 0.0)
+    assert result.score < sum(points.values())
+    assert len(json.dumps(result.to_json())) < 100_000
+
+
+def test_a_long_student_error_is_shortened_where_it_is_recorded_and_keeps_its_hint():
+    from autograder.grading.plugin import message_of
+    from autograder.grading.verdict import MAX_MESSAGE, SHORTENED
+    from autograder.wire import StudentError
+
+    with pytest.raises(StudentError) as raised:
+        raise StudentError("forward raised RuntimeError: mat1 and mat2 shapes cannot be multiplied (6x3 and 2x3)"
+                           + " and then" * 200_000)
+    message = message_of(raised)
+    assert len(message) <= MAX_MESSAGE and SHORTENED in message
+    assert message.startswith("Your code failed: forward raised RuntimeError: mat1 and mat2 shapes")
+    assert message.endswith("the (in, out) sizes of each layer or weight.")  # the hint, at the end, survives
+
+
+def test_short_lists_read_as_before_and_long_ones_are_capped():
+    from autograder.grading.verdict import MAX_NAMES, brief, listed, shape_text
+
+    small = {"W_query.weight": [6, 5], "projection.bias": [6]}
+    assert brief(small) == repr(small) and brief([0.25, 0.25]) == "[0.25, 0.25]" and brief(None) == "None"
+    assert listed(["a", "b"]) == "a, b" and shape_text([3, 4]) == "(3, 4)"
+    many = {f"name{i}": [3, 3] for i in range(10_000)}
+    assert brief(many).endswith(f"\u2026 and {10_000 - MAX_NAMES:,} more}}") and len(brief(many)) < 400
+    assert len(listed(["n" * 10**6] * 10**4)) < 1000 and len(brief("z" * 10**6)) < 200
+    assert len(shape_text(range(10**5))) < 100

@@ -6,7 +6,8 @@ identical parameters (copied by name) and running both on the same input.
 import torch
 
 from autograder.wire import seeded
-from autograder.grading.verdict import close, expect_close, expect_tensor, fail, name_mistake, no_known_mistake, shape_text
+from autograder.grading.verdict import (close, expect_close, expect_tensor, fail, listed, name_mistake, no_known_mistake,
+                                        shape_text, short)
 
 
 def randn(rng, *shape):
@@ -45,19 +46,19 @@ def paired(student, reference, class_name, args, rng, overrides=None, **kwargs):
     handle, report = built["handle"], built["report"]
     option = next((key for key, value in kwargs.items() if "bias" in key and value is True), None)
     if option and report["missing"] and all(name.endswith(".bias") for name in report["missing"]):
-        fail(f"Your {class_name} has no {', '.join(report['missing'][:4])}: its layers were made without a"
+        fail(f"Your {class_name} has no {listed(report['missing'], 4)}: its layers were made without a"
              f" bias although {option}=True asks for one. Pass the option on to each nn.Linear"
              f" (bias={option}).", named=True)
     if report["missing"]:
-        names = ", ".join(report["missing"][:4])
+        names = listed(report["missing"], 4)
         fail(f"Your {class_name} has no parameter named {names}. Use the attribute names the"
              f" exercise gives (and nn.Linear/nn.Embedding layers), so weights can be compared.")
     if report["wrong_shape"]:
         name, (got, want) = next(iter(report["wrong_shape"].items()))
-        fail(f"In your {class_name}, {name} has shape {shape_text(got)}; expected {shape_text(want)}.")
+        fail(f"In your {class_name}, {short(name)} has shape {shape_text(got)}; expected {shape_text(want)}.")
     if report["extra"]:
         fail(f"Your {class_name} has parameters the exercise does not ask for:"
-             f" {', '.join(report['extra'][:4])}.")
+             f" {listed(report['extra'], 4)}.")
     return handle, ref
 
 

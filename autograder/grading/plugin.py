@@ -14,7 +14,7 @@ import torch
 from autograder.authoring import reference as reference_module
 from autograder.grading import errormodel
 from autograder.wire import StudentError
-from autograder.grading.verdict import NamedMistake, hint_for, use_hints
+from autograder.grading.verdict import NamedMistake, bounded, hint_for, use_hints
 
 
 @dataclass
@@ -36,6 +36,12 @@ def grade_id_of(item):
 
 
 def message_of(excinfo):
+    """What the student reads about a failed check: bounded (verdict.bounded), since it may quote
+    anything the student's code reported."""
+    return bounded(_message_of(excinfo))
+
+
+def _message_of(excinfo):
     error = excinfo.value
     if excinfo.errisinstance(pytest.fail.Exception):
         return str(error.msg)

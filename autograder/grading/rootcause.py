@@ -19,6 +19,8 @@ the words change, and they are true whatever the cell's own code is.
 """
 import re
 
+from autograder.grading.verdict import short
+
 # What a cascade message looks like (authoring/corpus.py scores diagnoses by it).
 UPSTREAM = re.compile(r"[Ff]ix Exercise \S+(?: and Exercise \S+)* first")
 
@@ -86,6 +88,7 @@ def missing_because_crashed(cells, cell_errors):
         if crashed is None or not any("is not defined" in check.message for check in failing):
             continue
         error = crashed["error"].strip().splitlines()[-1] if crashed["error"].strip() else "an error"
+        error = short(error, 300)  # the student's own error text, which the sandbox reported
         if "is not defined" in error:  # the crash is the missing name itself: the check's words say it best
             continue
         message = (f"Your cell {crashed['cell']} stopped with an error ({error}), so what it should make"

@@ -30,7 +30,80 @@ def fail(message, named=False):
 
 
 def shape_text(shape):
-    return str(tuple(int(n) for n in shape))
+    shape = list(shape)  # a reported "shape" may be any length
+    dims = [int(n) for n in shape[:MAX_NAMES + 1]]
+    if len(dims) > MAX_NAMES:
+        return f"({', '.join(map(str, dims[:MAX_NAMES]))}, \u2026 {len(shape):,} sizes in all)"
+    return str(tuple(dims))
+
+
+# -- bounds on what a message says ----------------------------------------------------------------
+# Messages often quote what the student's code reported (parameter and module names, shapes, an
+# error text): a submission can report a million names or a name a megabyte long, and every
+# message is stored in the result, shown on the feedback page and repeated in the cell's output.
+# Checks list names through `listed` and `brief`; every message is cut by `bounded` where the
+# grading plugin records it, so one result stays small whatever the student reports.
+MAX_MESSAGE = 1500  # characters of one check's message (the longest written ones are ~600)
+MAX_MESSAGE_TAIL = 300  # of them, kept from its end: the advice usually closes the message
+MAX_NAMES = 8  # names (or items) a message lists before "and N more"
+MAX_NAME = 80  # characters of one quoted name or value
+SHORTENED = "\u2026 (shortened)"
+
+
+def short(text, width=MAX_NAME):
+    """`text` (any value, as str) cut to `width` characters, with "…" where it was cut."""
+    text = text if isinstance(text, str) else str(text)
+    return text if len(text) <= width else text[:max(width - 1, 0)] + "\u2026"
+
+
+def listed(names, limit=MAX_NAMES, width=MAX_NAME):
+    """"a, b, c": at most `limit` names, each cut to `width` characters, then "… and N more"."""
+    names = list(names)
+    shown = ", ".join(short(name, width) for name in names[:limit])
+    return shown + (f", \u2026 and {len(names) - limit:,} more" if len(names) > limit else "")
+
+
+def brief(value, limit=MAX_NAMES, width=MAX_NAME):
+    """repr(value) when it is short; else a dict, list or tuple with at most `limit` items, and
+    any other value cut to a few names' width. Small values read exactly as repr() writes them."""
+    if isinstance(value, (dict, list, tuple)) and len(value) > limit or _long_items(value, width):
+        if isinstance(value, dict):
+            items = [f"{_brief_item(k, width)}: {_brief_item(v, width)}" for k, v in list(value.items())[:limit]]
+            opening, closing = "{", "}"
+        elif isinstance(value, (list, tuple)):
+            items = [_brief_item(item, width) for item in list(value)[:limit]]
+            opening, closing = ("[", "]") if isinstance(value, list) else ("(", ")")
+        else:
+            return short(repr(value), width * 2)
+        more = f", \u2026 and {len(value) - limit:,} more" if len(value) > limit else ""
+        return opening + ", ".join(items) + more + closing
+    return repr(value)
+
+
+def _long_items(value, width):
+    if isinstance(value, dict):
+        return any(len(repr(item)) > width for pair in list(value.items())[:MAX_NAMES + 1] for item in pair)
+    if isinstance(value, (list, tuple)):
+        return any(len(repr(item)) > width for item in list(value)[:MAX_NAMES + 1])
+    return len(repr(value)) > width * 2
+
+
+def _brief_item(item, width):
+    if isinstance(item, (dict, list, tuple)):
+        return brief(item, limit=4, width=width)
+    return short(repr(item), width)
+
+
+def bounded(message, limit=MAX_MESSAGE, tail=MAX_MESSAGE_TAIL):
+    """`message` cut to about `limit` characters: its start and its last `tail` characters, with
+    "… (shortened) …" between them (what is wrong comes first, the advice last)."""
+    message = message if isinstance(message, str) else str(message)
+    if len(message) <= limit:
+        return message
+    widest = f" {SHORTENED}: {len(message):,} characters left out \u2026 "  # the marker at its longest
+    head = max(limit - tail - len(widest), 0)
+    marker = f" {SHORTENED}: {len(message) - head - tail:,} characters left out \u2026 "
+    return message[:head] + marker + message[len(message) - tail:]
 
 
 def describe(value):

@@ -2,8 +2,8 @@
 import torch
 
 from autograder.grading.checklib import randn
-from autograder.grading.verdict import (close, expect_tensor, fail, name_mistake, no_known_mistake,
-                                        shape_text)
+from autograder.grading.verdict import (brief, close, expect_tensor, fail, listed, name_mistake, no_known_mistake,
+                                        shape_text, short)
 
 # "Your journey starts with one step": the book's six 3-d token embeddings.
 JOURNEY = torch.tensor([[0.43, 0.15, 0.89], [0.55, 0.87, 0.66], [0.57, 0.85, 0.64],
@@ -99,10 +99,10 @@ def expect_moves_to_meta(student, handle, x, class_name, out_shape):
     student.forward(handle, x)  # code that fails on the CPU too has no device problem to name
     report = student.meta_forward(handle, x)
     if not report["moved"]:
-        fail(f"Your {class_name} could not be moved with .to('meta'): {report['error']}")
+        fail(f"Your {class_name} could not be moved with .to('meta'): {short(report['error'], 300)}")
     stuck = [name for name, device in report.get("devices", {}).items() if device != "meta"]
     if stuck:
-        fail(f"After model.to(device), {', '.join(stuck)} stayed behind: register tensors as"
+        fail(f"After model.to(device), {listed(stuck)} stayed behind: register tensors as"
              " buffers or parameters so they move with the model.")
     if report["error"] or report["cpu_ops"]:
         fail(f"Your {class_name} does not work once moved to another device (as on a GPU):"
@@ -158,10 +158,10 @@ def expect_registered_heads(structure, num_heads, head_params, class_name):
     """heads is an nn.ModuleList of distinct modules, all visible to parameters()."""
     if structure["list_attributes"]:
         fail(f"Your {class_name} keeps modules in a plain Python list"
-             f" ({', '.join(structure['list_attributes'])}): their parameters are invisible to"
+             f" ({listed(structure['list_attributes'])}): their parameters are invisible to"
              " model.parameters() and .to(device). Use nn.ModuleList.", named=True)
     if structure["modules"].get("heads") != "ModuleList":
-        fail(f"`heads` should be an nn.ModuleList, got {structure['modules'].get('heads', 'nothing')}.")
+        fail(f"`heads` should be an nn.ModuleList, got {short(structure['modules'].get('heads', 'nothing'))}.")
     heads = [name for name in structure["modules"] if name.count(".") == 1 and name.startswith("heads.")]
     if structure["repeated_modules"]:
         fail("The same head object appears more than once in `heads`, so all heads share one set"
@@ -170,7 +170,7 @@ def expect_registered_heads(structure, num_heads, head_params, class_name):
         fail(f"Expected {num_heads} heads in `heads`, got {len(heads)}.")
     if structure["parameter_count"] != num_heads * head_params:
         fail(f"Expected {num_heads * head_params} parameters ({num_heads} heads of {head_params}),"
-             f" got {structure['parameter_count']}. Is each head a CausalAttention(d_in, d_out //"
+             f" got {short(structure['parameter_count'])}. Is each head a CausalAttention(d_in, d_out //"
              " num_heads, ...)?")
 
 

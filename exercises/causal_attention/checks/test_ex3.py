@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from autograder.grading.verdict import fail
+from autograder.grading.verdict import brief, fail
 
 from autograder.grading.verdict import expect_tensor
 
@@ -36,9 +36,9 @@ def test_structure(student, qkv_bias):
         expected.update({f"{w}.bias": [4] for w in ("W_query", "W_key", "W_value")})
     if structure["parameters"] != expected:
         fail(f"With qkv_bias={qkv_bias}, the parameters should be {sorted(expected)} with shapes"
-             f" (d_out, d_in), got {structure['parameters']}. Use nn.Linear(d_in, d_out, bias=qkv_bias).")
+             f" (d_out, d_in), got {brief(structure['parameters'])}. Use nn.Linear(d_in, d_out, bias=qkv_bias).")
     if structure["dropouts"] != {"dropout": 0.25}:
-        fail(f"Expected an attribute `dropout` = nn.Dropout(dropout) with p = 0.25, got {structure['dropouts']}.")
+        fail(f"Expected an attribute `dropout` = nn.Dropout(dropout) with p = 0.25, got {brief(structure['dropouts'])}.")
     expect_mask_buffer(student, handle, structure, NAME, 9)
     student_forward(student, handle, torch.zeros(1, 3, 5), shape=(1, 3, 4))
 

@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from autograder.grading.verdict import expect_tensor, fail
+from autograder.grading.verdict import brief, expect_tensor, fail
 
 from autograder.grading.checklib import diagnosis, expect_reference_output, observe_module, paired, randn, student_forward
 from .common import expect_embeddings, expect_no_leak, expect_registered_heads, JOURNEY
@@ -58,7 +58,7 @@ def test_options_reach_every_head(student):
     rates = sorted(rate for name, rate in structure["dropouts"].items() if name.startswith("heads."))
     if head_uses_dropout and rates != [0.25] * 3:
         fail(f"With dropout=0.25, each of the 3 heads should drop attention weights with p=0.25, but the"
-             f" heads' dropout rates are {rates or 'missing'}. Pass dropout on when you create each head.")
+             f" heads' dropout rates are {brief(rates) if rates else 'missing'}. Pass dropout on when you create each head.")
 
 
 @pytest.mark.after("test_heads_registered")

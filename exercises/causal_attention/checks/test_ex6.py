@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from autograder.grading.verdict import expect_tensor, fail
+from autograder.grading.verdict import brief, expect_tensor, fail
 
 from autograder.grading.checklib import diagnosis, expect_reference_output, observe_module, paired, randn, student_forward
 from .common import (diagnose_weights, expect_dropout_on_weights, expect_mask_buffer, expect_moves_to_meta,
@@ -28,14 +28,14 @@ def test_structure(student):
     expected = {f"{w}.weight": [6, 5] for w in ("W_query", "W_key", "W_value")}
     expected.update({"projection.weight": [6, 6], "projection.bias": [6]})
     if structure["parameters"] != expected:
-        fail(f"The parameters should be {sorted(expected)}, got {sorted(structure['parameters'])}"
-             f" (with their shapes: {structure['parameters']}).")
+        fail(f"The parameters should be {sorted(expected)}, got {brief(sorted(structure['parameters']))}"
+             f" (with their shapes: {brief(structure['parameters'])}).")
     attributes = structure["attributes"]
     if attributes.get("num_heads") != 3 or attributes.get("d_head") != 2:
         fail("Expected integer attributes num_heads = 3 and d_head = d_out // num_heads = 2, got"
-             f" num_heads = {attributes.get('num_heads')}, d_head = {attributes.get('d_head')}.")
+             f" num_heads = {brief(attributes.get('num_heads'))}, d_head = {brief(attributes.get('d_head'))}.")
     if structure["dropouts"] != {"dropout": 0.1}:
-        fail(f"Expected an attribute `dropout` = nn.Dropout(0.1), got {structure['dropouts']}.")
+        fail(f"Expected an attribute `dropout` = nn.Dropout(0.1), got {brief(structure['dropouts'])}.")
     expect_mask_buffer(student, handle, structure, NAME, 9)
     student_forward(student, handle, torch.zeros(1, 4, 5), shape=(1, 4, 6))
 

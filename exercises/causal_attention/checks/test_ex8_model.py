@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from autograder.wire import StudentError
-from autograder.grading.verdict import close, expect_tensor, fail, hint_for
+from autograder.grading.verdict import close, expect_tensor, fail, hint_for, listed
 
 from autograder.grading.checklib import (diagnosis, expect_reference_output, observe_module, paired, random_parameters,
                                          student_forward)
@@ -52,7 +52,7 @@ def test_layers(student):
     if params != expected:
         wrong = sorted(set(expected) ^ set(params)) or sorted(
             name for name in expected if params[name] != expected[name])
-        fail(f"The layers do not match the exercise (look at: {', '.join(wrong[:4])}). Expected"
+        fail(f"The layers do not match the exercise (look at: {listed(wrong, 4)}). Expected"
              " token_embs = nn.Embedding(vocab_size, emb_dim), pos_embs = nn.Embedding(context_length,"
              " emb_dim), att = MultiHeadAttentionOneModule(emb_dim, att_dim, num_heads,"
              " context_length), prediction_layer = nn.Linear(att_dim, vocab_size).")

@@ -1,7 +1,7 @@
 """Shared trusted-side steps for the `self_attention` hidden checks."""
 import torch
 
-from autograder.grading.verdict import fail
+from autograder.grading.verdict import brief, fail
 
 # "Your journey starts with one step": six 3-d token embeddings.
 JOURNEY = torch.tensor([[0.43, 0.15, 0.89], [0.55, 0.87, 0.66], [0.57, 0.85, 0.64],
@@ -64,17 +64,17 @@ def expect_parameters(structure, expected, class_name, hint):
     if not got and expected:
         fail(f"Your {class_name} has no trainable parameters. {hint}")
     if set(got) != set(expected):
-        fail(f"Your {class_name} has parameters {sorted(got)}; expected {list(expected)}. {hint}")
+        fail(f"Your {class_name} has parameters {brief(sorted(got))}; expected {list(expected)}. {hint}")
     for name, shape in expected.items():
         if got[name] != list(shape):
-            fail(f"In your {class_name}, {name} has shape {tuple(got[name])}; expected {tuple(shape)}. {hint}")
+            fail(f"In your {class_name}, {name} has shape {brief(tuple(got[name]))}; expected {tuple(shape)}. {hint}")
     frozen = [name for name in structure.get("frozen", ()) if name in expected]
     if frozen:
         fail(f"In your {class_name}, {', '.join(frozen)} {'is' if len(frozen) == 1 else 'are'} frozen"
              " (requires_grad=False), so training would never change them: create them as plain"
              " nn.Parameter(...), which are trainable.", named=True)
     if list(got) != list(expected):
-        fail(f"Your {class_name} creates its parameters in the order {list(got)}; create them in the"
+        fail(f"Your {class_name} creates its parameters in the order {brief(list(got))}; create them in the"
              f" order {list(expected)}, so that a seed gives everyone the same start.")
 
 
