@@ -143,3 +143,62 @@ def test_student_text_cannot_open_a_tag_on_the_page():
     shared = {h for h in prints["a"].hashes & prints["b"].hashes if h in weight}
     page = str(_highlighted(prints["a"], shared))
     assert "<script>" not in page and "&lt;script&gt;" in page and START not in page and "<mark>" in page
+
+
+def _class_on_disk(tmp_path, codes, students, extra=None):
+    """Graded results for `students`, each notebook the release with the student's code in its
+    first answer cell (the other answers untouched), plus `extra` = {student: notebook}."""
+    release = nbformat.read(ASSIGNMENT.release_notebook, as_version=4)
+    notebooks = {}
+    for student in students:
+        nb = copy.deepcopy(release)
+        next(c for c in nb.cells if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("solution")).source \
+            = codes[student]
+        notebooks[student] = nb
+    notebooks.update(extra or {})
+    results = []
+    for student, nb in notebooks.items():
+        path = tmp_path / f"{student}.ipynb"
+        nbformat.write(nb, path)
+        results.append(Result(student, "causal_attention", GRADED, 1.0, [CellScore("ex1", 1.0, 2.0)], path=str(path)))
+    return results, release
+
+
+def test_a_copy_moved_into_an_added_cell_is_found(tmp_path, synthetic_class):
+    """Every cell the grader runs counts, not only the answer cells: a student who leaves the
+    answer cells as released and puts a disguised copy in a cell of their own is flagged."""
+    codes, _, _ = synthetic_class
+    copied = COPIED[2]
+    students = [s for s in codes if not s.startswith("copy-of-")][:20]
+    assert copied in students
+    mover = copy.deepcopy(nbformat.read(ASSIGNMENT.release_notebook, as_version=4))  # answers as released
+    first = next(i for i, c in enumerate(mover.cells)
+                 if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("solution"))
+    mover.cells.insert(first + 1, nbformat.v4.new_code_cell(disguised(codes[copied])))
+    results, release = _class_on_disk(tmp_path, codes, students, {"mover": mover})
+    _, _, pairs, unreadable = write_report(tmp_path, "Causal attention", results, release)
+    assert not unreadable
+    assert {pairs[0].a, pairs[0].b} == {copied, "mover"} and pairs[0].code > 0.6
+
+
+def test_the_releases_code_and_edits_that_never_run_are_no_evidence(tmp_path, synthetic_class):
+    """Two students who hand in the release untouched share only its code, and an edit of a
+    read-only cell is restored before grading (so never runs): neither makes a pair."""
+    codes, _, _ = synthetic_class
+    students = [COPIED[1], *[s for s in codes if not s.startswith("copy-of-") and s not in COPIED][:11]]
+    release = nbformat.read(ASSIGNMENT.release_notebook, as_version=4)
+    extra = {"dee": copy.deepcopy(release), "eve": copy.deepcopy(release)}
+    for student, other in (("fay", COPIED[1]), ("gus", COPIED[2])):
+        nb = copy.deepcopy(release)
+        next(c for c in nb.cells if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("solution")).source \
+            = codes[other] + "\n"
+        locked = next(c for c in nb.cells if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("locked")
+                      and not c.metadata["nbgrader"].get("grade"))
+        locked.source += "\n" + codes[COPIED[0]]  # the same rare code, in a cell grading restores
+        extra[student] = nb
+    results, release = _class_on_disk(tmp_path, codes, students, extra)
+    _, _, pairs, _ = write_report(tmp_path, "Causal attention", results, release)
+    flagged = {frozenset((p.a, p.b)) for p in pairs if p.code > 0}
+    assert frozenset(("dee", "eve")) not in flagged and frozenset(("fay", "gus")) not in flagged
+    fay = next(p for p in pairs if {p.a, p.b} == {"fay", COPIED[1]})  # her answers are a copy: she is not left out
+    assert fay.code > 0.6

@@ -2,10 +2,12 @@
 
 Two signals, per pair of students:
 
-* **code**: copydetect's winnowing fingerprints of the answer cells only, with
-  the release's own code as boilerplate. Names, comments and layout do not
-  count (copydetect's filter), so renaming and re-commenting do not hide a
-  copy. Only fingerprints few students have count (at most 2, or a twentieth
+* **code**: copydetect's winnowing fingerprints of every code cell the grader
+  runs (the sanitized notebook: answer cells and cells the student added, so an
+  answer moved into a cell of its own still counts), leaving out cells that are
+  the release's own code, with the release's code as boilerplate. Names,
+  comments and layout do not count (copydetect's filter), so renaming and
+  re-commenting do not hide a copy. Only fingerprints few students have count (at most 2, or a twentieth
   of the class), weighed by how rare they are (log N/df): code that many
   students share, such as the textbook way to write a line, is no evidence.
 * **shared wrong results**: the failed checks whose messages (with their
@@ -22,8 +24,6 @@ import math
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import nbformat
 
 from autograder.course import write_atomically
 
@@ -55,6 +55,24 @@ def answer_code(notebook):
     """The code of a notebook's answer cells, in order (what the student wrote)."""
     return "\n\n".join(cell.source for cell in notebook.cells
                        if cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("solution"))
+
+
+def release_code(release):
+    """The code of every code cell of the release (given code, answer stubs, visible checks):
+    what every student starts with, so no evidence of anything."""
+    return "\n\n".join(cell.source for cell in release.cells if cell.cell_type == "code")
+
+
+def graded_code(notebook, release):
+    """The code the grader runs for `notebook`, in order: its cells as grading sanitizes them
+    (read-only cells restored from the release, answer cells and cells the student added as
+    written), without the cells that are the release's own code. A copy moved out of the answer
+    cells into an added cell counts; an edit of a read-only cell, which never runs, does not."""
+    from autograder.grading.submissions import sanitize
+
+    given = {cell.source.strip() for cell in release.cells if cell.cell_type == "code"}
+    cells = sanitize(notebook, release, release).cells  # the release as source: hidden checks never run
+    return "\n\n".join(source for _, source in cells if source.strip() and source.strip() not in given)
 
 
 def _fingerprint(code, boilerplate=None):
@@ -134,19 +152,21 @@ def _highlighted(fp, shared):
 
 
 def class_answers(results, release_notebook):
-    """({student: answer code}, {student: failed-check messages}, boilerplate, [students whose
-    notebook can no longer be read]) for the graded results."""
+    """({student: the code graded for them}, {student: failed-check messages}, boilerplate,
+    [students whose notebook can no longer be read]) for the graded results."""
+    from autograder.grading.submissions import InvalidNotebook, read_notebook
+
     codes, failures, unreadable = {}, {}, []
     for result in results:
         if result.status != "graded":
             continue
         try:
-            codes[result.student_id] = answer_code(nbformat.read(result.path, as_version=4))
-        except (OSError, ValueError, AttributeError):
+            codes[result.student_id] = graded_code(read_notebook(result.path), release_notebook)
+        except (OSError, ValueError, AttributeError, InvalidNotebook):
             unreadable.append(result.student_id)
             continue
         failures[result.student_id] = {f"{cell}: {check.message}" for cell, check in result.failed_checks()}
-    return codes, failures, answer_code(release_notebook), unreadable
+    return codes, failures, release_code(release_notebook), unreadable
 
 
 def write_report(out_dir, assignment_title, results, release_notebook):
