@@ -16,7 +16,9 @@
 
 The engine knows no assignment: it finds them here.
 """
+import contextlib
 import os
+import secrets
 import shutil
 import tomllib
 from dataclasses import dataclass
@@ -265,11 +267,19 @@ def utf8(text):
 
 def write_atomically(path, data):
     """Write text or bytes to `path` through a temporary file and a rename: a reader (or a
-    kill -9) never sees half a file."""
+    kill -9) never sees half a file. The temporary file's name is short whatever `path`'s
+    is: a name near the file system's 255 bytes must not become one over it."""
     path = Path(path)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.partial")
     if isinstance(data, str):
         data = utf8(data)
-    temporary.write_bytes(data)
-    os.replace(temporary, path)
+    temporary = path.with_name(f".{os.getpid()}-{secrets.token_hex(6)}.partial")  # threads write too
+    try:
+        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # as write_bytes would
+        with open(descriptor, "wb") as handle:
+            handle.write(data)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            temporary.unlink()
+        raise
     return path
