@@ -27,8 +27,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from autograder import wire
+from autograder.grading import cgroups
 
-AGENT_FILES = ("wire.py", "inside/__init__.py", "inside/agent.py", "inside/student.py")  # in the package
+AGENT_FILES = ("wire.py", "inside/__init__.py", "inside/agent.py", "inside/student.py", "inside/world.py")  # in the package
 SANDBOX_UID_BASE = 61000  # one unprivileged uid per worker slot when the grader is root
 START_TIMEOUT = 120  # seconds for a cold sandbox to import torch
 # The child stops a cell at the time limit itself and reports which cells ran. The grader
@@ -41,10 +42,14 @@ KEEP_INBOX = 32 * 2**20  # bytes of reply buffer kept between replies
 @dataclass
 class Limits:
     timeout: float = 120.0  # wall-clock seconds for one submission, cells and probes together
-    memory_bytes: int = 4 * 2**30  # address space on top of the warm interpreter
-    max_processes: int = 64
+    # Memory the submission may add to the warm interpreter's: its address space, and (where
+    # cgroups can be made, see cgroups.py) everything it holds, shared memory, tmpfs pages
+    # and kernel memory included.
+    memory_bytes: int = 4 * 2**30
+    max_processes: int = 64  # processes and threads at once
     max_file_bytes: int = 16 * 2**20  # any one file, student output included
     scratch_bytes: int = 512 * 2**20  # the whole writable tmpfs
+    max_files: int = 20000  # files and folders in it (each costs kernel memory)
 
 
 class SandboxBroken(RuntimeError):
@@ -374,7 +379,10 @@ def _bwrap_command(slot, agent, control, limits):
         elif path.is_dir():
             system += ["--ro-bind", str(path), str(path)]
     bwrap = [
-        "bwrap", "--unshare-all", "--die-with-parent", "--new-session",
+        # --as-pid-1: no bubblewrap init inside (it was dumpable: student code could ptrace it);
+        # the warm worker is the namespace's first process, and each submission gets a PID
+        # namespace of its own below it (see inside/world.py).
+        "bwrap", "--unshare-all", "--as-pid-1", "--die-with-parent", "--new-session",
         "--ro-bind", "/usr", "/usr", *system,
         "--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache",
         "--ro-bind-try", "/etc/alternatives", "/etc/alternatives",
@@ -425,6 +433,10 @@ class Sandbox:
         self.scratch = None
         self.stderr_path = None  # launched for another process: where its error output goes
         self.last_cpu = None
+        self.last_peak = None  # bytes the last submission's cgroup held at most, where it had one
+        self.last_clean = False  # whether the last submission ended with its sandbox found clean
+        self.last_memory = None  # the student's words when the last submission reached its memory bound
+        self.cgroup = None  # the running submission's (see cgroups.py)
         self.inbox = bytearray()  # replies are read into this one buffer, reused
 
     # life cycle
@@ -529,6 +541,9 @@ class Sandbox:
             self.process.stderr.close()
         self.process = None
         self._remove_files()
+        cgroup, self.cgroup = self.cgroup, None
+        if cgroup is not None:  # every process of the sandbox is gone now
+            cgroup.remove()
 
     def _remove_files(self):
         if self.scratch:
@@ -589,20 +604,24 @@ class Sandbox:
     def run(self, cells, seed):
         """Fork a fresh child that runs `cells` [(name, source)]; its cell report.
 
-        Returns ("ran", report), ("timeout", seconds) or ("died", None).
+        Returns ("ran", report), ("timeout", seconds) or ("died", None). Raises
+        SandboxBroken (the sandbox is closed then) when the submission's process ended
+        before it could run a cell: that is never the student's doing.
         """
         self.ensure_started()
         spec = {"seed": seed, **asdict(self.limits)}
-        spec.pop("scratch_bytes")
         ours, theirs = _socket_pair()
+        handed = self._cgroup_files()
         try:
             wire.write_frame(self.control.fileno(), wire.dump_request(("start", spec)))
-            socket.send_fds(self.control, [b"c"], [theirs.fileno()])
+            socket.send_fds(self.control, [b"c"], [theirs.fileno(), *handed])
         except (wire.WireError, OSError) as error:
             self.close()
             raise SandboxBroken(str(error)) from None
         finally:
             theirs.close()
+            for fd in handed:
+                os.close(fd)
         self.channel = ours
         self.deadline = time.monotonic() + self.limits.timeout + REPORT_GRACE
         try:
@@ -611,7 +630,26 @@ class Sandbox:
             wire.write_frame(ours.fileno(), wire.dump_request(cells), deadline=self.deadline)
         except wire.WireError:
             pass  # the child is gone or stuck: reading its answer says which
-        return self._from_child()
+        first = self._from_child()
+        if first and first[0] == "started":  # its world is made: from here on, it is the student's code
+            return self._from_child()
+        why = first[1] if first[0] == "setup_failed" and type(first[1]) is str else first[0]
+        ending = self.finish()
+        self.close(graceful=False)
+        raise SandboxBroken(f"the submission's process ended before running its first cell ({why}; {ending})")
+
+    def _cgroup_files(self):
+        """Open `cgroup.procs` files of a new cgroup for this submission ([] where none)."""
+        self.cgroup = cgroups.for_submission(self.limits.memory_bytes, self.limits.max_processes + 8,
+                                             f"slot{self.slot}")
+        if self.cgroup is None:
+            return []
+        try:
+            return self.cgroup.descriptors()
+        except OSError:
+            self.cgroup.remove()
+            self.cgroup = None
+            return []
 
     def probe(self, method, args, kwargs):
         if self.channel is None:
@@ -642,18 +680,50 @@ class Sandbox:
         `last_cpu` is then the CPU seconds the submission's process used (or None).
         """
         self._drop_channel()
-        self.last_cpu = None
+        self.last_cpu = self.last_peak = self.last_memory = None
+        self.last_clean = False
         if self.process is None:
+            self._end_cgroup()
             return None
         try:
             reply = self._control(("end",))
         except SandboxBroken:
+            self._end_cgroup()
             return None  # the worker was killed (closed now; the next run starts a new one)
         if reply[0] != "ready":  # "dirty": something survived the clean-up; start afresh
             self.close()
         if len(reply) > 2 and type(reply[2]) is float:
             self.last_cpu = reply[2]
-        return reply[1] if len(reply) > 1 and type(reply[1]) is str else None
+        ending = reply[1] if len(reply) > 1 and type(reply[1]) is str else None
+        self.last_memory = self._end_cgroup()
+        self.last_clean = reply[0] == "ready" and self.last_memory is None and self.process is not None
+        return ending
+
+    def _end_cgroup(self):
+        """Read and remove the submission's cgroup; the student's words if it reached its memory bound."""
+        cgroup, self.cgroup = self.cgroup, None
+        if cgroup is None:
+            return None
+        self.last_peak = cgroup.peak_bytes()
+        killed, reached = cgroup.memory_exceeded(), cgroup.memory_reached()
+        if not cgroup.remove():  # something of the submission is still running: start afresh
+            self.close(graceful=False)
+            cgroup.remove()
+        bound = (f"your code reached the {_size(self.limits.memory_bytes)} of memory a submission may use"
+                 " (files in /tmp, memory files and shared memory count too)")
+        if killed:
+            return bound + ", so the system stopped it."
+        if reached:
+            return bound + ", so what it asked for beyond that was refused."
+        return None
+
+
+def _size(count):
+    """1 GiB, 512 MiB: a memory size in words."""
+    for unit, name in ((2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
+        if count >= unit:
+            return f"{count / unit:g} {name}"
+    return f"{count} bytes"
 
 
 # -- a sandbox launched by one process, used by another -----------------------------

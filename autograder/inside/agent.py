@@ -6,6 +6,8 @@ sandbox code as `assignment_sandbox.py` (RESOURCES for probes, a warm-up) and
 `settings.json` (modules to pre-import). It imports torch and IPython once, then for each
 submission forks a fresh child that
 
+0. in bubblewrap, makes a world of its own: namespaces, scratch file system, keyring,
+   cgroups, no capabilities and a syscall filter (see `world.py`),
 1. gets its own empty home and working directories, limits and seeds,
 2. runs the notebook's code cells in order with IPython (magics work; errors
    are recorded and execution goes on),
@@ -26,7 +28,8 @@ import traceback
 
 SCRATCH = "/tmp"  # the only writable place: a size-limited tmpfs (set by main)
 HAS_SHM = False  # whether /dev/shm is SCRATCH/.shm (set by main)
-OWN_PID_NAMESPACE = True  # in bubblewrap: kill(-1) reaches only the sandbox
+OWN_PID_NAMESPACE = True  # in bubblewrap: kill(-1) reaches only the sandbox, and each
+# submission gets a fresh world of its own (world.py)
 PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER = 4, 36
 CELL_ERROR_CHARS = 2000
 NOT_RUN = "not run: the time limit was reached"
@@ -133,6 +136,14 @@ def child_main(shell, spec, inbox, outbox, resources=None):
     os.dup2(output, 1)
     os.dup2(output, 2)
     _apply_limits(spec)
+    try:  # under memory pressure this process goes before the grader or the worker
+        with open("/proc/self/oom_score_adj", "w") as adjust:
+            adjust.write("1000")
+    except OSError:
+        pass
+    # Everything up to here is ours: a death before this message is the sandbox's fault, and
+    # the grader retries on a fresh sandbox instead of charging the student.
+    wire.write_frame(outbox, wire.dump_reply(("started",)))
 
     import random
 
@@ -210,18 +221,26 @@ class Worker:
         import socket
 
         self.end()
-        _, fds, _, _ = socket.recv_fds(self.control, 1, 1)
-        channel = fds[0]
+        _, fds, _, _ = socket.recv_fds(self.control, 1, 4)
+        channel, cgroup_files = fds[0], fds[1:]
         pid = os.fork()
         if pid == 0:
             code = 0
             try:
                 self.control.close()
+                if OWN_PID_NAMESPACE:
+                    _enter_fresh_world(spec, cgroup_files, channel)  # returns in the submission's process only
+                else:
+                    from autograder.inside.world import join_cgroups
+
+                    join_cgroups(cgroup_files)
                 child_main(self.shell, spec, channel, channel, self.resources)
             except BaseException:
                 code = 1
             os._exit(code)
         os.close(channel)
+        for fd in cgroup_files:
+            os.close(fd)
         self.child, self.child_cpu = pid, None
 
     def child_status(self):
@@ -254,14 +273,50 @@ class Worker:
             return False
 
 
+def _enter_fresh_world(spec, cgroup_files, channel):
+    """In the forked child: make the submission's own world (world.py). This process stays
+    outside as its keeper and never returns; the submission's process returns."""
+    from autograder.inside import world
+
+    def fail(error):
+        from autograder import wire
+
+        try:  # the grader says why in its message (no student code has run: this is ours)
+            wire.write_frame(channel, wire.dump_reply(("setup_failed", f"{type(error).__name__}: {error}"[:500])))
+        finally:
+            os._exit(world.SETUP_FAILED)
+
+    try:
+        world.join_cgroups(cgroup_files)
+        world.unshare_world(SCRATCH, spec.get("scratch_bytes", 512 * 2**20), spec.get("max_files", 20000))
+        pid = os.fork()
+    except BaseException as error:
+        fail(error)
+    if pid:
+        os.close(channel)  # only the submission's process talks to the grader: its end is the end
+        world.keep(pid)
+    try:
+        world.enter_world()
+    except BaseException as error:
+        fail(error)
+
+
 def _own_state():
     """What a child (same uid) could change in the worker or its scratch folder and so pass
-    on to the next student: the worker's limits, priority and cores, the scratch folder's
-    mode. A change means a fresh sandbox."""
+    on to the next student: the worker's limits, priority, scheduling policy, I/O priority
+    and cores, the scratch folder's mode and extended attributes (ACLs are kept in them).
+    A change means a fresh sandbox."""
+    from autograder.inside.world import io_priority
+
     limits = {name: resource.getrlimit(getattr(resource, name))
               for name in dir(resource) if name.startswith("RLIMIT_")}
+    try:
+        attributes = sorted(os.listxattr(SCRATCH))
+    except OSError:
+        attributes = None
     return (limits, os.getpriority(os.PRIO_PROCESS, 0), sorted(os.sched_getaffinity(0)),
-            os.stat(SCRATCH).st_mode)
+            os.sched_getscheduler(0), os.sched_getparam(0).sched_priority, io_priority(),
+            os.stat(SCRATCH).st_mode, attributes)
 
 
 def _descendants():
@@ -283,8 +338,9 @@ def _descendants():
 def _kill_everything(pid, own_pid_namespace):
     """SIGKILL the child and every descendant (orphans come back to us: subreaper).
 
-    Returns the CPU seconds the child used, if it was reaped here."""
-    cpu = None
+    Returns the CPU seconds the child and what it left used, if the child was reaped here
+    (its keeper's, with the submission's process, which the keeper reaps unless killed)."""
+    cpu, others = None, 0.0
     for _ in range(1000):
         if own_pid_namespace:
             try:
@@ -306,10 +362,12 @@ def _kill_everything(pid, own_pid_namespace):
                 break
             if reaped == pid:
                 cpu = usage.ru_utime + usage.ru_stime
+            else:
+                others += usage.ru_utime + usage.ru_stime
         if not victims:
-            return cpu
+            return None if cpu is None else cpu + others
         time.sleep(0.001)
-    return cpu
+    return None if cpu is None else cpu + others
 
 
 def _await_exit(pid, timeout=1.0):
@@ -651,6 +709,13 @@ def main(control_fd, own_pid_namespace, scratch):
     SCRATCH, OWN_PID_NAMESPACE = scratch, own_pid_namespace
     HAS_SHM = os.path.isdir(os.path.join(scratch, SHM_DIR))
     control = socket.socket(fileno=control_fd)
+    if own_pid_namespace:
+        from autograder.inside.world import new_session_keyring
+
+        try:  # not the grader's session keyring (the TA's keys): one of our own, empty
+            new_session_keyring()
+        except OSError:
+            pass
     devnull = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(devnull, fd)

@@ -1,0 +1,327 @@
+"""Nothing one submission does reaches the next: each gets a world of its own.
+
+Hostile submissions run in the real sandbox, one after another on the same warm
+worker; after each, an ordinary submission must find everything as it was. These
+are security tests: they never skip under CI (see conftest's `sandbox_required`).
+"""
+import ctypes
+import errno
+import os
+import platform
+import threading
+import time
+
+import pytest
+import torch
+
+from autograder.grading import cgroups
+from autograder.grading.sandbox import Limits, Sandbox, SandboxBroken, SandboxStudent
+from autograder.inside import world
+from autograder.wire import StudentError
+
+from helpers import settled_sandbox_processes
+
+pytestmark = pytest.mark.usefixtures("sandbox_required")
+BOUND = 256 * 2**20  # the memory bound of this module's sandbox
+WARM = 2  # processes of a warm sandbox seen from outside: bubblewrap and its worker
+
+
+@pytest.fixture(scope="module")
+def box():
+    if os.environ.get("CI") or os.geteuid() == 0:
+        ok, why = cgroups.available()
+        assert ok, f"no cgroup for submissions on this machine: {why}"
+    sandbox = Sandbox(0, Limits(timeout=20, memory_bytes=BOUND))
+    sandbox.start()
+    yield sandbox
+    sandbox.close()
+
+
+def run(box, *sources):
+    reply = box.run([(f"cell {i}", source) for i, source in enumerate(sources)], seed=0)
+    return reply, SandboxStudent(box)
+
+
+NORMAL = """
+import os, resource, torch
+policy = os.sched_getscheduler(0)
+nice = os.getpriority(os.PRIO_PROCESS, 0)
+files = list(resource.getrlimit(resource.RLIMIT_NOFILE))
+tmp = sorted(os.listdir('/tmp'))
+attributes = os.listxattr('/tmp')
+pids = sorted(int(p) for p in os.listdir('/proc') if p.isdigit())
+ok = torch.softmax(torch.zeros(2), dim=0).tolist()
+"""
+
+
+def expect_a_normal_world(box):
+    """The next submission on the same worker starts as the first one did."""
+    reply, student = run(box, NORMAL)
+    assert reply[0] == "ran" and not reply[1][0]["error"], reply
+    assert student.value("policy") == os.SCHED_OTHER and student.value("nice") == 0
+    assert student.value("files") == [256, 256]
+    assert student.value("tmp") == ["home", "output.txt", "work"]
+    assert student.value("attributes") == []
+    assert student.value("pids") == [1]
+    assert student.value("ok") == [0.5, 0.5]
+    box.finish()
+    assert box.last_clean
+
+
+LIBC = "import ctypes, os, struct\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+# This machine's syscall numbers, for the snippets below (as %(name)d)
+NUMBERS = {**world._SYSCALLS[platform.machine()], "ioprio_set": {"x86_64": 251, "aarch64": 30}[platform.machine()]}
+ACL = LIBC + """
+# A default ACL with no permissions for anyone, on every folder it can reach: without a
+# fresh file system the next student's home and working folders were made unusable.
+acl = struct.pack("<I", 2) + b"".join(struct.pack("<HHI", tag, 0, 0xFFFFFFFF) for tag in (1, 4, 0x20))
+for target in ("/tmp", "/dev/shm", os.path.realpath("/tmp"), os.getcwd(), os.path.expanduser("~")):
+    for name, value in (("system.posix_acl_default", acl), ("user.mark", b"x")):
+        try:
+            os.setxattr(target, name, value)
+        except OSError:
+            pass
+os.chmod("/tmp", 0o555)
+"""
+PTRACE = LIBC + """
+# Trace, read or take descriptors of every other process this code can name.
+reached = []
+for pid in range(1, 4096):
+    if pid == os.getpid():
+        continue
+    if libc.ptrace(16, pid, 0, 0) == 0:  # PTRACE_ATTACH
+        reached.append(("ptrace", pid))
+    try:
+        with open(f"/proc/{pid}/mem", "rb") as memory:
+            reached.append(("mem", pid))
+    except OSError:
+        pass
+    for target in (pid,):
+        try:
+            os.kill(target, 19)  # SIGSTOP
+            reached.append(("stop", pid))
+        except OSError:
+            pass
+"""
+KEYS = LIBC + """
+# Plant a key in every keyring this code can name, and look for the grader's.
+planted = []
+for ring in (-3, -4, -5, -2, -1):  # session, user, user session, process, thread
+    if libc.syscall(%(add_key)d, b"user", b"planted", b"from a student", 14, ring) > 0:
+        planted.append(ring)
+found = libc.syscall(%(request_key)d, b"user", b"grader-secret", None, 0)
+""" % NUMBERS
+SCHEDULE = LIBC + """
+# Lower the scheduling and I/O priority of everything this code can reach.
+for pid in [0, os.getppid(), 1, *range(2, 64)]:
+    try:
+        os.sched_setscheduler(pid, os.SCHED_IDLE, os.sched_param(0))
+    except OSError:
+        pass
+    try:
+        os.setpriority(os.PRIO_PROCESS, pid, 19)
+    except OSError:
+        pass
+try:
+    os.setpriority(os.PRIO_USER, os.getuid(), 19)
+except OSError:
+    pass
+libc.syscall(%(ioprio_set)d, 3, os.getuid(), (3 << 13))  # ioprio_set(IOPRIO_WHO_USER, uid, idle class)
+os.kill(-1, 19)  # SIGSTOP to everything it may signal
+""" % NUMBERS
+
+
+@pytest.mark.parametrize("attack", [ACL, PTRACE, KEYS, SCHEDULE], ids=["acl", "ptrace", "keys", "schedule"])
+def test_what_one_submission_does_does_not_reach_the_next_on_the_same_worker(box, attack):
+    reply, student = run(box, attack)
+    assert reply[0] == "ran", reply
+    if attack is PTRACE:
+        assert student.value("reached") == []
+    if attack is KEYS:
+        assert student.value("planted") == [] and student.value("found") == -1
+    box.finish()
+    assert box.process is not None  # nothing had to be replaced: the world was the submission's own
+    expect_a_normal_world(box)
+
+
+def test_the_graders_keyring_is_out_of_reach(box):
+    """A key in the grader's own session keyring (a TA's credentials) is not found inside."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    key = libc.syscall(NUMBERS["add_key"], b"user", b"grader-secret", b"do not read", 11, -3)  # session keyring
+    assert key > 0, os.strerror(ctypes.get_errno())
+    try:
+        reply, student = run(box, LIBC + f"found = libc.syscall({NUMBERS['request_key']}, b'user', b'grader-secret',"
+                                           f" None, 0)\nread = libc.syscall({NUMBERS['keyctl']}, 11, {key}, 0, 0)")
+        assert student.value("found") == -1 and student.value("read") == -1
+        box.finish()
+    finally:
+        libc.syscall(NUMBERS["keyctl"], 3, key)  # KEYCTL_REVOKE
+
+
+# Each call would succeed (or fail with another error) without the filter.
+SYSCALLS = LIBC + """
+import socket
+uid = os.getuid()
+number = {"x86_64": %(x86)r, "aarch64": %(arm)r}[os.uname().machine]
+def call(name, *args):
+    result = libc.syscall(number[name], *args)
+    return "ok" if result >= 0 else errno_name(ctypes.get_errno())
+def errno_name(code):
+    import errno
+    return errno.errorcode.get(code, str(code))
+me = os.getpid()
+buffer = ctypes.create_string_buffer(16)
+local = (ctypes.c_void_p * 2)(ctypes.addressof(buffer), 16)
+remote = (ctypes.c_void_p * 2)(ctypes.addressof(buffer), 16)
+pidfd = os.pidfd_open(me)
+user_ns = os.open("/proc/self/ns/user", os.O_RDONLY)
+results = {
+    "ptrace": call("ptrace", 0, 0, 0, 0),  # PTRACE_TRACEME
+    "process_vm_readv": call("process_vm_readv", me, local, 1, remote, 1, 0),
+    "process_vm_writev": call("process_vm_writev", me, local, 1, remote, 1, 0),
+    "pidfd_getfd": call("pidfd_getfd", pidfd, 0, 0),
+    "kcmp": call("kcmp", me, me, 0, 0, 0),  # KCMP_FILE, fd 0 with itself
+    "keyctl": call("keyctl", 0, -3, 0),  # KEYCTL_GET_KEYRING_ID of the session keyring
+    "add_key": call("add_key", b"user", b"k", b"v", 1, -2),
+    "request_key": call("request_key", b"user", b"absent", None, 0),
+    "unshare": call("unshare", 0x10000000),  # CLONE_NEWUSER
+    "setns": call("setns", user_ns, 0),
+    "clone": call("clone", 0x10000000 | 0x10000, 0, 0, 0, 0),  # CLONE_NEWUSER|CLONE_THREAD: EINVAL unfiltered
+    "clone3": call("clone3", 0, 0),
+    "mount": call("mount", b"none", b"/tmp", b"tmpfs", 0, None),
+}
+# What students' code does need still works: fork, threads, subprocesses.
+import subprocess, threading
+child = os.fork()
+if child == 0:
+    os._exit(7)
+forked = os.waitstatus_to_exitcode(os.waitpid(child, 0)[1])
+thread = threading.Thread(target=lambda: None)
+thread.start(); thread.join()
+echoed = subprocess.run(["echo", "hi"], capture_output=True, text=True).stdout
+parent = os.getppid()
+""" % {"x86": world._SYSCALLS["x86_64"], "arm": world._SYSCALLS["aarch64"]}
+
+
+def test_the_syscall_filter_refuses_tracing_keyrings_mounts_and_new_namespaces(box):
+    reply, student = run(box, SYSCALLS)
+    assert reply[0] == "ran" and not reply[1][0]["error"], reply
+    results = student.value("results")
+    expected = {name: "EPERM" for name in results}
+    expected["clone3"] = "ENOSYS"  # so that the C library falls back to clone, which is filtered
+    assert results == expected
+    assert student.value("forked") == 7 and student.value("echoed") == "hi\n"
+    assert student.value("parent") == 0  # its parent is outside its PID namespace: not even named
+    box.finish()
+    expect_a_normal_world(box)
+
+
+def test_a_filter_program_exists_for_each_architecture_the_grader_runs_on():
+    for machine in ("x86_64", "aarch64"):
+        program = world.filter_program(machine)
+        assert program and len(program) < 4096  # the kernel's limit
+        assert all(0 <= jt < 256 and 0 <= jf < 256 for _, jt, jf, _ in program)
+    assert world.filter_program("sparc") is None
+
+
+def host_available():
+    with open("/proc/meminfo") as info:
+        for line in info:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+
+
+class LowestAvailable:
+    """The host's lowest MemAvailable while the block runs (sampled every 10 ms)."""
+
+    def __enter__(self):
+        self.before = host_available()
+        self.lowest, self.done = self.before, threading.Event()
+        self.thread = threading.Thread(target=self._watch, daemon=True)
+        self.thread.start()
+        return self
+
+    def _watch(self):
+        while not self.done.wait(0.01):
+            self.lowest = min(self.lowest, host_available())
+
+    def __exit__(self, *exc):
+        self.done.set()
+        self.thread.join()
+
+    @property
+    def drop(self):
+        return self.before - self.lowest
+
+
+# Many memory files, each under the file-size limit: 3 GiB that no address space shows.
+MEMFD = "import os\nhoard = []\nfor _ in range(200):\n    hoard.append(os.memfd_create('hoard'))\n" \
+        "    os.write(hoard[-1], b'x' * 15 * 2**20)\n"
+SYSV = LIBC + """
+# Chunks attached one at a time, so the address-space limit never sees more than one.
+libc.shmat.restype = ctypes.c_void_p
+for _ in range(16):
+    segment = libc.shmget(0, 128 * 2**20, 0o1600)  # IPC_PRIVATE
+    address = libc.shmat(segment, None, 0)
+    ctypes.memset(address, 1, 128 * 2**20)
+    libc.shmdt(ctypes.c_void_p(address))
+"""
+NESTED_TMPFS = LIBC + """
+made = libc.unshare(0x10000000 | 0x00020000)  # a user and mount namespace of its own
+error = ctypes.get_errno()
+mounted = libc.mount(b"none", b"/tmp", b"tmpfs", 0, b"size=2g")
+if mounted == 0:  # a private tmpfs no size limit of ours would count: fill it
+    with open("/tmp/hoard", "wb") as hoard:
+        for _ in range(64):
+            hoard.write(b"x" * 2**25)
+"""
+INODES = "import os\nn = 0\ntry:\n    while n < 1_500_000:\n        open(f'/tmp/f{n}', 'w').close()\n        n += 1\n" \
+         "except OSError as error:\n    stopped = str(error)\n"
+
+
+@pytest.mark.parametrize("attack", [MEMFD, SYSV, NESTED_TMPFS, INODES], ids=["memfd", "sysv", "nested-tmpfs", "inodes"])
+def test_memory_that_no_process_maps_is_counted_against_the_submissions_bound(box, attack):
+    margin = 512 * 2**20  # the child's own page tables and copies, and the rest of this machine
+    with LowestAvailable() as watch:
+        reply, student = run(box, attack)
+        if attack is INODES:
+            assert student.value("n") <= Limits().max_files and "No space left" in student.value("stopped")
+        if attack is NESTED_TMPFS:
+            assert student.value("made") == -1 and student.value("error") == errno.EPERM
+        box.finish()
+        memory = box.last_memory
+    peak = box.last_peak
+    assert peak is not None and peak <= BOUND + 2**20, peak
+    assert watch.drop <= BOUND + margin, f"the host lost {watch.drop / 2**20:.0f} MiB"
+    if attack in (MEMFD, SYSV):  # stopped by the kernel at the bound, and told so
+        assert reply[0] == "died" or reply[1][0]["error"], reply
+        assert memory and "reached the 256 MiB of memory" in memory, memory
+    time.sleep(0.2)
+    assert host_available() >= watch.before - margin  # nothing of it is left
+    assert not [p for p in os.listdir(cgroups._probe[0].memory) if p.startswith(f"{cgroups.PREFIX}{os.getpid()}-")]
+    expect_a_normal_world(box)
+
+
+def test_a_submission_whose_world_cannot_be_made_is_the_sandboxs_fault_not_the_students():
+    """The submission's process ends before its first cell: the grader hears why and gives
+    up on that sandbox (the caller retries on a fresh one), never blaming the student."""
+    sandbox = Sandbox(3, Limits(timeout=10, max_files=-5))  # a scratch no tmpfs accepts
+    try:
+        sandbox.start()
+        with pytest.raises(SandboxBroken, match="before running its first cell.*mounting the scratch"):
+            sandbox.run([("cell", "x = 1")], seed=0)
+        assert sandbox.process is None
+    finally:
+        sandbox.close()
+    assert len(settled_sandbox_processes(WARM)) <= WARM
+
+
+def test_no_process_of_a_submission_outlives_it(box):
+    reply, student = run(box, "import subprocess, os\nsubprocess.Popen(['sleep', '300'], start_new_session=True)\n"
+                              "if os.fork() == 0:\n    os.setsid()\n    import time\n    time.sleep(300)")
+    assert reply[0] == "ran"
+    box.finish()
+    assert len(settled_sandbox_processes(WARM)) == WARM
+    with pytest.raises(StudentError):  # the channel of a finished submission is closed
+        student.value("x")
+    expect_a_normal_world(box)
