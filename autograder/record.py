@@ -67,6 +67,9 @@ class Result:
     notebook_sha256: str = ""
     answers_key: str = ""  # what was run and how (see grading/identical.py): equal keys, equal results
     reused: bool = False  # copied from an identical answer's result instead of run again
+    # Why identical answers in a later batch may be given this result without running them
+    # ("" = they may not: its process died, was killed or timed out; see grading/identical.py).
+    reusable: str = ""
     seed: int = None
     submitted_at: str = ""  # ISO time the submission was handed in, when known
     late_penalty: float = 0.0  # points deducted for lateness (already out of `score`)
@@ -124,6 +127,7 @@ class Result:
                  "status": self.status, "seed": self.seed, "sandbox": self.sandbox, "notes": list(self.notes),
                  "cell_errors": [vars(error).copy() for error in self.cell_errors],
                  "notebook_sha256": self.notebook_sha256, "answers_key": self.answers_key, "reused": self.reused,
+                 "reusable": self.reusable,
                  "submitted_at": self.submitted_at, "late_penalty": self.late_penalty, "late_note": self.late_note,
                  "timings": dict(self.timings)}
         return {"score": self.score, "execution_time": self.execution_time, "output": self.output,
@@ -145,6 +149,7 @@ class Result:
                        cell_errors=[CellError(**error) for error in extra.get("cell_errors", [])],
                        path=extra.get("path", ""), notebook_sha256=extra.get("notebook_sha256", ""),
                        answers_key=str(extra.get("answers_key", "")), reused=bool(extra.get("reused", False)),
+                       reusable=str(extra.get("reusable", "")),
                        submitted_at=str(extra.get("submitted_at", "")),
                        late_penalty=float(extra.get("late_penalty", 0.0)), late_note=str(extra.get("late_note", "")),
                        seed=extra.get("seed"), sandbox=extra.get("sandbox", ""),

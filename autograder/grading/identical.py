@@ -13,7 +13,11 @@ hash of everything that can change its result:
 Within a batch only the first submission of each key is run; the others get a
 copy of its result, marked `reused`. Across batches in the same output folder,
 `.answers/<key>.json` keeps each key's result, so a rerun, a resubmission or a
-late student with the same answers is not run again. Changing a check, the
+late student with the same answers is not run again. Only a result that says why it
+can be trusted (`Result.reusable`: its process ran every cell and answered every probe,
+in a sandbox found clean afterwards) is kept: one whose process died, was killed or
+timed out may have ended for reasons outside the student's code (a sandbox fault, a
+machine under load), so the next batch runs those answers again. Changing a check, the
 solutions, the seed or the grader changes every key, so nothing stale is reused.
 """
 import hashlib
@@ -96,7 +100,7 @@ class IdenticalAnswers:
                 self.followers.setdefault(key, []).append((submission, notebook, sha))
                 continue
             cached = read_result(None, None, self.cache / f"{key}.json") if self.use_cache else None
-            if cached is not None and cached.status == GRADED:
+            if cached is not None and cached.status == GRADED and cached.reusable:
                 self.ready.append((cached.copy_for(submission.student_id, submission.path, sha), notebook))
                 continue
             self.leaders[key] = submission.student_id
@@ -116,7 +120,7 @@ class IdenticalAnswers:
             return []
         result.answers_key = key
         self.done[key] = result
-        if result.status == GRADED:
+        if result.status == GRADED and result.reusable:
             write_result(None, result, self.cache / f"{key}.json")
         # An ERROR (the grader's fault) is copied too: like it, the copies are retried next run.
         return [(result.copy_for(submission.student_id, submission.path, sha), notebook)

@@ -22,6 +22,7 @@ from autograder.grading.selfcheck import PoisonedInterpreter
 from autograder.grading.submissions import InvalidNotebook, Sanitized, grade_cells, read_notebook, sanitize, sha256
 
 FAILED_CELLS_SHOWN = 5
+REUSABLE = "ran every cell and answered every check, in a sandbox found clean afterwards"
 
 
 @dataclass
@@ -160,19 +161,27 @@ class GradingWorker:
             checks = self.checks.run(student, spec.seed)
             timings["checks"] = round(time.perf_counter() - clock, 4)
         finally:
-            ending = None
+            ending, clean, memory = None, False, None
             if sandbox.process:
                 ending = sandbox.finish()
+                clean, memory = sandbox.last_clean, sandbox.last_memory
                 if sandbox.last_cpu is not None:  # the submission's own process, cells and probes
                     timings["sandbox_cpu"] = round(sandbox.last_cpu, 4)
+                if sandbox.last_peak is not None:  # what its cgroup held at most: memory, files and all
+                    timings["sandbox_peak_bytes"] = sandbox.last_peak
         missing_because_crashed(checks, cell_errors)
         one_cause_per_cell(checks)
         root_cause_once(checks, self.assignment.builds_on)
         if student.lost_kind == "died" and ending:
             notes.append(f"how your code's process ended: {ending}")
+        if memory:
+            notes.append(memory)
         elif student.lost and student.lost not in " ".join(notes):
             notes.append(student.lost)
-        return build_result(spec, base, points, checks, notes, cell_errors, started)
+        result = build_result(spec, base, points, checks, notes, cell_errors, started)
+        if report is not None and student.lost is None and clean:
+            result.reusable = REUSABLE
+        return result
 
     def invalid_result(self, base, message, started):
         return invalid_result(self.spec, grade_cells(self.source), base, message, started)
