@@ -14,6 +14,7 @@ from autograder.grading.batch import grade_batch
 from autograder.grading.sandbox import Sandbox
 from autograder.record import Result
 
+from attacks import ACL, INODES, KEYS, MEMFD, PTRACE, SCHEDULE
 from helpers import (EXAMPLES, ROOT, assignment_of, example, make_notebook, new_course, scores,
                      settled_sandbox_processes, signed, write)
 
@@ -147,6 +148,14 @@ ATTACKS = {
     "json_bomb": {"ex8_data_answer": JSON_BOMB},
     # Text that is not valid Unicode (a lone surrogate) in an error the grader shows: it
     # used to stop the whole batch when the feedback page or notebook was written.
+    # A world of its own per submission (see test_isolation.py): none of these reaches the
+    # students graded after it on the same worker.
+    "set_acl": {"ex1_answer": ACL},
+    "trace_others": {"ex1_answer": PTRACE},
+    "plant_keys": {"ex1_answer": KEYS},
+    "lower_priority": {"ex1_answer": SCHEDULE},
+    "memory_files": {"ex1_answer": MEMFD},
+    "inode_flood": {"ex1_answer": INODES},
     "lone_surrogate": {"ex1_answer": "raise ValueError(b'\\xff odd'.decode('utf-8', 'surrogateescape'))",
                        "ex3_answer": "def _odd(self, x):\n    raise ValueError(b'\\xfe'.decode('utf-8', 'surrogateescape'))\n"
                                      "CausalAttention.forward = _odd"},
@@ -255,6 +264,7 @@ def test_attacks_are_explained_to_the_student(hostile):
     results = hostile["results"]
     assert "time limit" in feedback_text(results["endless_loop"])
     assert "ended or crashed" in feedback_text(results["os_exit"])
+    assert "reached the 2 GiB of memory a submission may use" in feedback_text(results["memory_files"])
     page = (hostile["report"].out_dir / "feedback" / "lone_surrogate.html").read_text(encoding="utf-8")
     assert "\ufffd odd" in page  # shown, as the replacement character
 

@@ -7,7 +7,7 @@ import pytest
 
 from autograder.grading.batch import grade_batch
 from autograder.grading.identical import IdenticalAnswers, bundle_hash
-from autograder.grading.submission import BatchSpec
+from autograder.grading.submission import REUSABLE, BatchSpec
 from autograder.grading.submissions import Submission, sha256
 from autograder.record import ERROR, GRADED, CellScore, CheckOutcome, Result, read_result
 from helpers import assignment_of, example, new_course
@@ -16,8 +16,8 @@ from helpers import assignment_of, example, new_course
 class CountingScheduler:
     """Stands in for the worker pool: 'grades' by the notebook's bytes and remembers who ran."""
 
-    def __init__(self, status=GRADED):
-        self.ran, self.status = [], status
+    def __init__(self, status=GRADED, reusable=REUSABLE):
+        self.ran, self.status, self.reusable = [], status, reusable
 
     def require_sandbox(self, unsafe_no_sandbox=False):
         from autograder.grading.sandbox import require_sandbox
@@ -31,7 +31,8 @@ class CountingScheduler:
             yield Result(student_id=submission.student_id, assignment=spec.assignment, status=self.status,
                          score=score, cells=[CellScore("ex1", score, 7.0, "feedback")],
                          output=f"{submission.student_id}: {score:g} / 7 points", seed=spec.seed,
-                         path=str(submission.path), notebook_sha256=sha256(submission.path))
+                         path=str(submission.path), notebook_sha256=sha256(submission.path),
+                         reusable=self.reusable)
 
 
 @pytest.fixture
@@ -81,6 +82,20 @@ def test_later_batches_reuse_and_force_runs_again(course, tmp_path):
     scheduler = CountingScheduler()
     grade_batch(assignment_of(course), [tmp_path / "in"], scheduler=scheduler, force=True, seed=1)
     assert sorted(scheduler.ran) == ["a1", "b1"]  # --force: run again (the copy of b1 is "late")
+
+
+def test_a_result_whose_process_did_not_run_to_the_end_is_never_reused_by_a_later_batch(course, tmp_path):
+    """A process that died, was killed or timed out may have ended for reasons outside the
+    student's code: its result is not kept for identical answers, though it is recorded."""
+    hand_in(tmp_path / "in", {"a1": "ada"})
+    first = grade_batch(assignment_of(course), [tmp_path / "in"], scheduler=CountingScheduler(reusable=""), seed=1)
+    assert by_student(first)["a1"].status == GRADED and not list((first.out_dir / ".answers").glob("*.json"))
+    hand_in(tmp_path / "in", {"a2": "ada"})
+    scheduler = CountingScheduler()
+    report = grade_batch(assignment_of(course), [tmp_path / "in"], scheduler=scheduler)
+    assert scheduler.ran == ["a2"] and not by_student(report)["a2"].reused  # run, not given a1's result
+    kept = list((report.out_dir / ".answers").glob("*.json"))
+    assert len(kept) == 1 and read_result(None, None, kept[0]).reusable == REUSABLE  # and why it may be
 
 
 def test_a_changed_check_or_seed_reuses_nothing(course, tmp_path):

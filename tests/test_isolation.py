@@ -7,18 +7,17 @@ are security tests: they never skip under CI (see conftest's `sandbox_required`)
 import ctypes
 import errno
 import os
-import platform
 import threading
 import time
 
 import pytest
-import torch
 
 from autograder.grading import cgroups
 from autograder.grading.sandbox import Limits, Sandbox, SandboxBroken, SandboxStudent
 from autograder.inside import world
 from autograder.wire import StudentError
 
+from attacks import ACL, INODES, KEYS, LIBC, MEMFD, NESTED_TMPFS, NUMBERS, PTRACE, SCHEDULE, SYSV
 from helpers import settled_sandbox_processes
 
 pytestmark = pytest.mark.usefixtures("sandbox_required")
@@ -66,69 +65,6 @@ def expect_a_normal_world(box):
     assert student.value("ok") == [0.5, 0.5]
     box.finish()
     assert box.last_clean
-
-
-LIBC = "import ctypes, os, struct\nlibc = ctypes.CDLL(None, use_errno=True)\n"
-# This machine's syscall numbers, for the snippets below (as %(name)d)
-NUMBERS = {**world._SYSCALLS[platform.machine()], "ioprio_set": {"x86_64": 251, "aarch64": 30}[platform.machine()]}
-ACL = LIBC + """
-# A default ACL with no permissions for anyone, on every folder it can reach: without a
-# fresh file system the next student's home and working folders were made unusable.
-acl = struct.pack("<I", 2) + b"".join(struct.pack("<HHI", tag, 0, 0xFFFFFFFF) for tag in (1, 4, 0x20))
-for target in ("/tmp", "/dev/shm", os.path.realpath("/tmp"), os.getcwd(), os.path.expanduser("~")):
-    for name, value in (("system.posix_acl_default", acl), ("user.mark", b"x")):
-        try:
-            os.setxattr(target, name, value)
-        except OSError:
-            pass
-os.chmod("/tmp", 0o555)
-"""
-PTRACE = LIBC + """
-# Trace, read or take descriptors of every other process this code can name.
-reached = []
-for pid in range(1, 4096):
-    if pid == os.getpid():
-        continue
-    if libc.ptrace(16, pid, 0, 0) == 0:  # PTRACE_ATTACH
-        reached.append(("ptrace", pid))
-    try:
-        with open(f"/proc/{pid}/mem", "rb") as memory:
-            reached.append(("mem", pid))
-    except OSError:
-        pass
-    for target in (pid,):
-        try:
-            os.kill(target, 19)  # SIGSTOP
-            reached.append(("stop", pid))
-        except OSError:
-            pass
-"""
-KEYS = LIBC + """
-# Plant a key in every keyring this code can name, and look for the grader's.
-planted = []
-for ring in (-3, -4, -5, -2, -1):  # session, user, user session, process, thread
-    if libc.syscall(%(add_key)d, b"user", b"planted", b"from a student", 14, ring) > 0:
-        planted.append(ring)
-found = libc.syscall(%(request_key)d, b"user", b"grader-secret", None, 0)
-""" % NUMBERS
-SCHEDULE = LIBC + """
-# Lower the scheduling and I/O priority of everything this code can reach.
-for pid in [0, os.getppid(), 1, *range(2, 64)]:
-    try:
-        os.sched_setscheduler(pid, os.SCHED_IDLE, os.sched_param(0))
-    except OSError:
-        pass
-    try:
-        os.setpriority(os.PRIO_PROCESS, pid, 19)
-    except OSError:
-        pass
-try:
-    os.setpriority(os.PRIO_USER, os.getuid(), 19)
-except OSError:
-    pass
-libc.syscall(%(ioprio_set)d, 3, os.getuid(), (3 << 13))  # ioprio_set(IOPRIO_WHO_USER, uid, idle class)
-os.kill(-1, 19)  # SIGSTOP to everything it may signal
-""" % NUMBERS
 
 
 @pytest.mark.parametrize("attack", [ACL, PTRACE, KEYS, SCHEDULE], ids=["acl", "ptrace", "keys", "schedule"])
@@ -254,31 +190,6 @@ class LowestAvailable:
         return self.before - self.lowest
 
 
-# Many memory files, each under the file-size limit: 3 GiB that no address space shows.
-MEMFD = "import os\nhoard = []\nfor _ in range(200):\n    hoard.append(os.memfd_create('hoard'))\n" \
-        "    os.write(hoard[-1], b'x' * 15 * 2**20)\n"
-SYSV = LIBC + """
-# Chunks attached one at a time, so the address-space limit never sees more than one.
-libc.shmat.restype = ctypes.c_void_p
-for _ in range(16):
-    segment = libc.shmget(0, 128 * 2**20, 0o1600)  # IPC_PRIVATE
-    address = libc.shmat(segment, None, 0)
-    ctypes.memset(address, 1, 128 * 2**20)
-    libc.shmdt(ctypes.c_void_p(address))
-"""
-NESTED_TMPFS = LIBC + """
-made = libc.unshare(0x10000000 | 0x00020000)  # a user and mount namespace of its own
-error = ctypes.get_errno()
-mounted = libc.mount(b"none", b"/tmp", b"tmpfs", 0, b"size=2g")
-if mounted == 0:  # a private tmpfs no size limit of ours would count: fill it
-    with open("/tmp/hoard", "wb") as hoard:
-        for _ in range(64):
-            hoard.write(b"x" * 2**25)
-"""
-INODES = "import os\nn = 0\ntry:\n    while n < 1_500_000:\n        open(f'/tmp/f{n}', 'w').close()\n        n += 1\n" \
-         "except OSError as error:\n    stopped = str(error)\n"
-
-
 @pytest.mark.parametrize("attack", [MEMFD, SYSV, NESTED_TMPFS, INODES], ids=["memfd", "sysv", "nested-tmpfs", "inodes"])
 def test_memory_that_no_process_maps_is_counted_against_the_submissions_bound(box, attack):
     margin = 512 * 2**20  # the child's own page tables and copies, and the rest of this machine
@@ -325,3 +236,34 @@ def test_no_process_of_a_submission_outlives_it(box):
     with pytest.raises(StudentError):  # the channel of a finished submission is closed
         student.value("x")
     expect_a_normal_world(box)
+
+
+@pytest.mark.slow
+def test_a_right_answer_after_every_attack_on_the_same_worker_scores_full_marks(tmp_path):
+    """One worker grades the attacks one after another, then a right answer; the answers
+    cache keeps only results that ran to the end in a clean sandbox, and says why."""
+    import json
+
+    from autograder.grading.batch import grade_batch
+    from autograder.grading.identical import CACHE_DIR
+    from helpers import assignment_of, example, new_course, with_extra_code, write
+
+    course = new_course(tmp_path)
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    attacks = {"a_acl": ACL, "b_ptrace": PTRACE, "c_keys": KEYS, "d_schedule": SCHEDULE, "e_memfd": MEMFD,
+               "f_inodes": INODES}
+    for student, code in attacks.items():
+        write(inbox, student, with_extra_code(example("ada"), code))
+    write(inbox, "z_ada", example("ada"))
+    report = grade_batch(assignment_of(course), [inbox], jobs=1, seed=3,
+                         limits={"timeout": 30, "memory_bytes": 512 * 2**20})
+    results = {result.student_id: result for result in report.results}
+    assert results["z_ada"].score == 26, results["z_ada"].output
+    assert all(results[student].status == "graded" for student in attacks)
+    memfd = results["e_memfd"]
+    assert memfd.score < 26 and any("reached the 512 MiB of memory" in note for note in memfd.notes), memfd.notes
+    cached = {json.loads(path.read_text())["extra_data"]["student_id"]: json.loads(path.read_text())
+              for path in (report.out_dir / CACHE_DIR).glob("*.json")}
+    assert "e_memfd" not in cached  # it was stopped: the next batch runs it again
+    assert "ran every cell" in cached["z_ada"]["extra_data"]["reusable"]

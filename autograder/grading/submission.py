@@ -149,7 +149,7 @@ class GradingWorker:
         timings["run_cells"] = round(time.perf_counter() - clock, 4)
         student = SandboxStudent(sandbox)
         try:
-            report = _cell_report(first)
+            report = _cell_report(first, len(clean.cells))
             if report is not None:
                 cell_errors = [entry for entry in report if entry["error"]]
                 timings["cells_own_time"] = round(sum(entry["seconds"] for entry in report), 4)
@@ -304,12 +304,18 @@ def _run_cells(sandbox, cells, seed):
                 raise RuntimeError(f"the sandbox could not run this submission: {error}") from None
 
 
-def _cell_report(reply):
-    """The cell report if `reply` is a well-formed ("ran", [...]) message, else None.
+MAX_CELL_ERROR = 2000  # characters of one cell's error kept (the sandbox sends no more unless tampered with)
+MAX_CELL_NAME = 200
 
-    The child is the student's process: it may send anything, so check the shape.
+
+def _cell_report(reply, cells):
+    """The cell report if `reply` is a well-formed ("ran", [...]) message about `cells`
+    cells, else None.
+
+    The child is the student's process: it may send anything, so check the shape, and keep
+    what is stored bounded (one entry per cell that was sent, each text cut to size).
     """
-    if len(reply) != 2 or reply[0] != "ran" or type(reply[1]) is not list:
+    if len(reply) != 2 or reply[0] != "ran" or type(reply[1]) is not list or len(reply[1]) > cells:
         return None
     report = []
     for entry in reply[1]:
@@ -317,7 +323,8 @@ def _cell_report(reply):
                 or type(entry.get("error")) not in (str, type(None))
                 or type(entry.get("seconds")) not in (int, float)):
             return None
-        report.append({"cell": entry["cell"], "error": entry["error"], "seconds": float(entry["seconds"])})
+        error = entry["error"] if entry["error"] is None else entry["error"][-MAX_CELL_ERROR:]
+        report.append({"cell": entry["cell"][:MAX_CELL_NAME], "error": error, "seconds": float(entry["seconds"])})
     return report
 
 
