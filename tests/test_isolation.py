@@ -267,3 +267,20 @@ def test_a_right_answer_after_every_attack_on_the_same_worker_scores_full_marks(
               for path in (report.out_dir / CACHE_DIR).glob("*.json")}
     assert "e_memfd" not in cached  # it was stopped: the next batch runs it again
     assert "ran every cell" in cached["z_ada"]["extra_data"]["reusable"]
+
+
+def test_where_no_world_of_its_own_can_be_made_the_grader_refuses_to_grade(monkeypatch):
+    """On a kernel that forbids user namespaces inside the sandbox (Ubuntu's AppArmor
+    restriction), the warm worker's trial says so in its hello, and nothing is graded."""
+    from autograder.grading.sandbox import NoSandbox
+
+    sandbox = Sandbox(4)
+    monkeypatch.setattr(sandbox, "_receive", lambda sock, timeout: (
+        "hello", {"pid": 1, "fresh_world": "WorldError: [Errno 1] unshare: Operation not permitted"}))
+    monkeypatch.setattr(sandbox, "close", lambda graceful=True: None)
+    with pytest.raises(NoSandbox, match="cannot get a world of its own inside it.*unshare: Operation not permitted"):
+        sandbox.await_hello()
+
+
+def test_the_warm_worker_says_its_world_trial_worked(box):
+    assert box.start()["fresh_world"] == "ok"  # (a restart: the module's box is started again)

@@ -510,6 +510,14 @@ class Sandbox:
         if hello[0] != "hello":
             self.close()
             raise SandboxBroken(f"the sandbox said {hello[0]!r} instead of hello")
+        world = hello[1].get("fresh_world", "ok") if type(hello[1]) is dict else "ok"
+        if world not in ("ok", "not used"):
+            self.close()
+            raise NoSandbox(
+                f"Refusing to run student code: bubblewrap works here, but a submission cannot get a world"
+                f" of its own inside it ({world}), so one student's code could reach the next. The kernel"
+                " must allow unprivileged user namespaces inside the sandbox (on Ubuntu 24.04 and later,"
+                " AppArmor restricts them: sysctl kernel.apparmor_restrict_unprivileged_userns=0).")
         return hello[1]
 
     def ensure_started(self):

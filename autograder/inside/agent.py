@@ -301,6 +301,33 @@ def _enter_fresh_world(spec, cgroup_files, channel):
         fail(error)
 
 
+def _world_trial():
+    """Make a submission's world once, in a forked process, before any student is graded:
+    "ok", or why it cannot be made on this machine (the grader then refuses to grade)."""
+    from autograder import wire
+
+    reader, writer = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(reader)
+        try:
+            _enter_fresh_world({"scratch_bytes": 2**20, "max_files": 64}, [], writer)  # a failure writes why
+            wire.write_frame(writer, wire.dump_reply(("ok",)))  # the submission's process, in its world
+        finally:
+            os._exit(0)
+    os.close(writer)
+    try:
+        answer = wire.load_reply(wire.read_frame(reader, deadline=time.monotonic() + 10))
+    except Exception as error:
+        answer = ("setup_failed", f"no answer ({error})")
+    finally:
+        os.close(reader)
+        _kill_everything(pid, OWN_PID_NAMESPACE)
+    if answer and answer[0] == "ok":
+        return "ok"
+    return str(answer[1]) if len(answer) > 1 else "no answer"
+
+
 def _own_state():
     """What a child (same uid) could change in the worker or its scratch folder and so pass
     on to the next student: the worker's limits, priority, scheduling policy, I/O priority
@@ -735,12 +762,13 @@ def main(control_fd, own_pid_namespace, scratch):
     release = _warm_up_on_release(_make_shell(), settings)
     _defer_dynamo()  # kernels the assignment's own imports and its release defined
     _wipe(SCRATCH)
+    fresh_world = _world_trial() if own_pid_namespace else "not used"
     worker = Worker(control, resources)
     import gc
 
     gc.freeze()  # children never scan (and so never copy) the warm interpreter's objects
     worker.reply(("hello", {"pid": os.getpid(), "python": sys.version.split()[0], "torch": str(torch.__version__),
-                            "release_warm_up": release}))
+                            "release_warm_up": release, "fresh_world": fresh_world}))
     try:
         worker.serve()
     except Exception:
