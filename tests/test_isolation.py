@@ -284,3 +284,31 @@ def test_where_no_world_of_its_own_can_be_made_the_grader_refuses_to_grade(monke
 
 def test_the_warm_worker_says_its_world_trial_worked(box):
     assert box.start()["fresh_world"] == "ok"  # (a restart: the module's box is started again)
+
+
+class FlakySandbox:
+    """A sandbox whose first `faults` runs end before the first cell (the sandbox's fault)."""
+
+    def __init__(self, faults):
+        self.faults, self.runs, self.closed = faults, 0, 0
+
+    def run(self, cells, seed):
+        self.runs += 1
+        if self.runs <= self.faults:
+            raise SandboxBroken("the submission's process ended before running its first cell (test)")
+        return ("ran", [{"cell": name, "error": None, "seconds": 0.0} for name, _ in cells])
+
+    def close(self, graceful=True):
+        self.closed += 1
+
+
+def test_a_run_that_ends_before_its_first_cell_is_retried_once_on_a_fresh_sandbox_then_is_the_graders_error():
+    from autograder.grading.submission import _run_cells
+
+    once = FlakySandbox(faults=1)
+    assert _run_cells(once, [("cell", "x = 1")], seed=0)[0] == "ran"
+    assert once.runs == 2 and once.closed == 1  # replaced, then graded as usual
+    always = FlakySandbox(faults=2)
+    with pytest.raises(RuntimeError, match="could not run this submission"):  # an ERROR result: graded next run
+        _run_cells(always, [("cell", "x = 1")], seed=0)
+    assert always.runs == 2
