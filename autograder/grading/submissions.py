@@ -13,7 +13,13 @@ from pathlib import Path
 
 import nbformat
 
+from autograder.outputs.untrusted import student_id as safe_student_id, visible
+
 MAX_NOTEBOOK_BYTES = 20 * 2**20
+# A release has tens of cells (this course's about 50), and a student who tries things out
+# adds tens more. 150,000 cells in a 15 MB notebook cost the grader 1.6 GiB without this bound.
+MAX_CELLS = 2000
+MAX_TAMPERING_NOTES = 20  # then one line says how many more
 
 
 class InvalidNotebook(Exception):
@@ -26,6 +32,7 @@ class Submission:
     path: Path
     ignored: list = field(default_factory=list)  # other notebooks of the same student (not graded)
     sha256: str = ""  # the file's hash, once the batch has computed it (saves reading it again)
+    renamed: str = ""  # why `student_id` is not the file's or folder's own name (see outputs/untrusted.py)
     # The batch's own reading of the file (a Sanitized), when it worked out the answers key
     # from it: a local worker grades that instead of reading and sanitizing the file again.
     clean: object = field(default=None, repr=False, compare=False)
@@ -45,13 +52,13 @@ def discover(paths, assignment):
     for raw in paths:
         path = Path(raw).absolute()  # results name their file: later commands may run from elsewhere
         if path.is_file():
-            found.append(Submission(_student_id(path, assignment), path))
+            found.append(_submission(_student_id(path, assignment), path))
         elif path.is_dir() and (path / assignment).is_dir():  # one student's folder in submitted/
-            found += [Submission(path.name, p) for p in sorted((path / assignment).glob("*.ipynb"))]
+            found += [_submission(path.name, p) for p in sorted((path / assignment).glob("*.ipynb"))]
         elif path.is_dir():
             tree = sorted(path.glob(f"*/{assignment}/*.ipynb"))
             files = tree or sorted(p for p in path.glob("*.ipynb") if not p.name.startswith("."))
-            found += [Submission(_student_id(p, assignment), p) for p in files]
+            found += [_submission(_student_id(p, assignment), p) for p in files]
         else:
             raise FileNotFoundError(f"{path} does not exist")
     chosen = {}
@@ -69,6 +76,14 @@ def discover(paths, assignment):
 def _preference(submission, assignment):
     """One notebook per student: the one named after the assignment, else the shortest name."""
     return (submission.path.stem != assignment, len(submission.path.name), str(submission.path))
+
+
+def _submission(name, path):
+    """A Submission whose id is safe as a file name, in a terminal and in the gradebook: a
+    name that starts with a dot (`.batch` would be written over the batch's own .batch.json),
+    holds control characters or is too long is graded under a safe id, and says why."""
+    student, renamed = safe_student_id(name)
+    return Submission(student, path, renamed=renamed)
 
 
 def _student_id(path, assignment):
@@ -95,14 +110,17 @@ def read_notebook(path):
 def read_notebook_and_sha(path):
     """(`read_notebook(path)`, the SHA-256 of the very bytes it was read from)."""
     path = Path(path)
+    too_big = (f"over the {MAX_NOTEBOOK_BYTES / 2**20:.0f} MB limit (clear large outputs and resubmit)")
     size = path.stat().st_size
     if size == 0:
         raise InvalidNotebook("the file is empty")
     if size > MAX_NOTEBOOK_BYTES:
-        raise InvalidNotebook(f"the file is {size / 2**20:.0f} MB, over the "
-                              f"{MAX_NOTEBOOK_BYTES / 2**20:.0f} MB limit (clear large outputs and resubmit)")
+        raise InvalidNotebook(f"the file is {size / 2**20:.0f} MB, {too_big}")
+    with open(path, "rb") as handle:
+        raw = handle.read(MAX_NOTEBOOK_BYTES + 1)  # never more, even if the file grew since
+    if len(raw) > MAX_NOTEBOOK_BYTES:
+        raise InvalidNotebook(f"the file is {too_big}")
     try:
-        raw = path.read_bytes()
         text = raw.decode("utf-8")
         data = json.loads(text)
     except RecursionError:
@@ -113,7 +131,12 @@ def read_notebook_and_sha(path):
         raise InvalidNotebook("the file is JSON but not a Jupyter notebook")
     major = data.get("nbformat")
     if not isinstance(major, int) or major < 4:
-        raise InvalidNotebook(f"the notebook uses format version {major}; please save it with a current Jupyter")
+        raise InvalidNotebook(f"the notebook uses format version {visible(major, 40)}; please save it with a"
+                              " current Jupyter")
+    cells = data.get("cells")
+    if isinstance(cells, list) and len(cells) > MAX_CELLS:
+        raise InvalidNotebook(f"the notebook has {len(cells):,} cells, more than the {MAX_CELLS:,} the grader reads"
+                              ": delete the cells you added to try things out, keep your answers, and submit again")
     try:
         # nbformat.reads() would validate as well, only to log what it finds; once is enough.
         notebook = nbformat.convert(nbformat.reader.reads(text), 4)  # joins multi-line sources
@@ -152,7 +175,8 @@ def sanitize(notebook, source, release):
         grade_id = meta["grade_id"] if meta else None
         if grade_id is None or grade_id not in source_cells:
             if grade_id is not None:
-                tampering.append(f"a cell claims grade id {grade_id!r}, which the assignment does not have")
+                tampering.append(f"a cell claims grade id '{visible(grade_id, 60)}', which the assignment does"
+                                 " not have")
             cells.append(_plain_copy(cell))
             continue
         if grade_id in used:
@@ -185,6 +209,9 @@ def sanitize(notebook, source, release):
         position = 0 if before is None else 1 + next(i for i, c in enumerate(cells) if _grade_id(c) == before)
         cells.insert(position, restored)
         used.add(grade_id)
+    if len(tampering) > MAX_TAMPERING_NOTES:
+        more = len(tampering) - MAX_TAMPERING_NOTES + 1
+        tampering = [*tampering[:MAX_TAMPERING_NOTES - 1], f"and {more:,} more changes like these"]
     clean = nbformat.v4.new_notebook(metadata=source.metadata)
     clean.cells = cells
     to_run = [(_name(c, i), c.source) for i, c in enumerate(cells)
