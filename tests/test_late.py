@@ -7,7 +7,7 @@ import pytest
 from nbgrader.api import Gradebook
 
 from autograder.grading.batch import grade_batch
-from autograder.grading.late import LateError, LatePolicy, read_times
+from autograder.grading.late import LateError, LatePolicy, read_timestamp, read_times
 from autograder.outputs.results import gradebook_url
 from autograder.record import read_result
 from helpers import assignment_of, new_course
@@ -122,3 +122,48 @@ def test_gradescope_metadata_gives_the_time_and_an_extension(tmp_path):
     assert times["submission"] == datetime(2026, 11, 22, 18, 0, tzinfo=timezone.utc)
     assert float(roster["submission"]["extension_hours"]) == 48
     assert submission_time(tmp_path / "missing.json", "submission") == ({}, {})
+
+
+@pytest.mark.parametrize("content, words", [
+    (b"yesterday, honest", "'yesterday, honest' is not a date and time"),
+    (b"\xff\xfe2026-11-20\x80", "not UTF-8 text"),
+    (b"0001-01-01 00:00:00.000000 UTC", "outside the years 1990 to 2199"),
+    (b"0001-01-01 00:00:00+01:00", "outside the years"),  # before Python's first day in UTC
+    (b"9999-12-31T23:59:59-01:00", "outside the years"),  # after its last
+    (b"\x1b]52;c;cGF3bmVk\x07", "'\\x1b]52;c;cGF3bmVk\\x07' is not"),  # shown as escapes
+    (b"", "'' is not a date and time"),
+])
+def test_an_unreadable_timestamp_is_said_never_raised(tmp_path, content, words):
+    (tmp_path / "timestamp.txt").write_bytes(content)
+    when, why = read_timestamp(tmp_path / "causal_attention.ipynb")
+    assert when is None and why.startswith("timestamp.txt") and words in why
+
+
+def test_a_timestamp_is_read_to_a_few_hundred_bytes_from_a_plain_file_only(tmp_path):
+    import os
+    import resource
+
+    for name in ("huge", "link", "pipe", "fine", "none"):
+        (tmp_path / name).mkdir()
+    with open(tmp_path / "huge" / "timestamp.txt", "wb") as handle:
+        handle.write(b"2026-11-20 10:00:00.000000 UTC")
+        handle.truncate(300 * 2**20)  # sparse: nothing like 300 MB on disk
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    assert read_timestamp(tmp_path / "huge" / "n.ipynb") == (
+        None, "timestamp.txt is longer than 256 bytes, far longer than a date and time")
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 50 * 1024  # KiB: never read whole
+    os.symlink("/etc/hostname", tmp_path / "link" / "timestamp.txt")
+    assert read_timestamp(tmp_path / "link" / "n.ipynb") == (None, "timestamp.txt is a link, not a file")
+    os.mkfifo(tmp_path / "pipe" / "timestamp.txt")  # opened without waiting for a writer
+    assert read_timestamp(tmp_path / "pipe" / "n.ipynb") == (None, "timestamp.txt is not a plain file")
+    (tmp_path / "fine" / "timestamp.txt").write_text("2026-11-20 10:00:00.000000 UTC\n")
+    assert read_timestamp(tmp_path / "fine" / "n.ipynb") == (datetime(2026, 11, 20, 10, tzinfo=timezone.utc), "")
+    assert read_timestamp(tmp_path / "none" / "n.ipynb") == (None, "")
+
+
+def test_a_due_date_or_a_ta_s_time_outside_the_sane_years_is_refused(tmp_path):
+    with pytest.raises(LateError, match="outside the years"):
+        LatePolicy.from_settings({"due": datetime(1, 1, 1, tzinfo=timezone.utc)})
+    (tmp_path / "times.csv").write_text("student_id,submitted_at\nx,0001-01-01T00:00:00+01:00\n")
+    with pytest.raises(LateError, match="line 2: 0001-01-01T00:00:00"):
+        read_times(tmp_path / "times.csv")

@@ -20,14 +20,20 @@ The raw score stays visible: the result keeps every cell's points and records
 the penalty and its reason next to them; the total is the raw score minus it.
 """
 import csv
+import errno
 import math
+import os
+import stat
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta, timezone
 from pathlib import Path
 
 from autograder.course import CourseError
+from autograder.outputs.untrusted import visible
 
 FIELDS = {"due", "grace_minutes", "percent_per_day", "percent_per_hour", "cap_percent", "cutoff"}
+YEARS = range(1990, 2200)  # a submission time, due date or cutoff outside them is refused
+MAX_TIMESTAMP_BYTES = 256  # nbgrader writes about 30
 
 
 class LateError(CourseError):
@@ -35,18 +41,32 @@ class LateError(CourseError):
 
 
 def parse_time(value, where):
-    """An aware datetime from a TOML date-time or an ISO / nbgrader timestamp string (UTC if naive)."""
+    """An aware datetime from a TOML date-time or an ISO / nbgrader timestamp string (UTC if
+    naive), in the years YEARS; LateError, saying `where`, otherwise."""
+    try:
+        return _strict_time(value)
+    except ValueError as error:
+        raise LateError(f"{where}: {error} (write it as 2026-11-20T23:59:00+01:00)") from None
+
+
+def _strict_time(value):
     if isinstance(value, date) and not isinstance(value, datetime):
         value = datetime.combine(value, time(23, 59, 59))  # a date alone: the end of that day
     if isinstance(value, str):
-        text = value.strip().removesuffix(" UTC").replace("Z", "+00:00")
         try:
-            value = datetime.fromisoformat(text)
+            value = datetime.fromisoformat(value.strip().removesuffix(" UTC").replace("Z", "+00:00"))
         except ValueError:
-            raise LateError(f"{where}: {value!r} is not a date and time (use 2026-11-20T23:59:00+01:00)") from None
+            raise ValueError(f"'{visible(value.strip(), 60)}' is not a date and time") from None
     if not isinstance(value, datetime):
-        raise LateError(f"{where}: {value!r} is not a date and time")
-    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+        raise ValueError(f"'{visible(value, 60)}' is not a date and time")
+    value = value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+    try:  # nbgrader's gradebook and the late arithmetic convert it to UTC
+        year = value.astimezone(timezone.utc).year
+    except OverflowError:  # year 1 at +01:00 is before Python's first day in UTC
+        year = value.year
+    if year not in YEARS:
+        raise ValueError(f"{value.isoformat()} is outside the years {YEARS.start} to {YEARS.stop - 1}")
+    return value
 
 
 @dataclass(frozen=True)
@@ -122,12 +142,42 @@ def _stamp(moment):
 
 # -- where submission times come from -------------------------------------------------------
 def nbgrader_timestamp(notebook_path):
-    """The time in nbgrader's timestamp.txt beside a submitted notebook, else None."""
+    """The time in nbgrader's timestamp.txt beside a submitted notebook, else None (also
+    when it cannot be read: `read_timestamp` says why)."""
+    return read_timestamp(notebook_path)[0]
+
+
+def read_timestamp(notebook_path):
+    """(time, "") from nbgrader's timestamp.txt beside a submitted notebook; (None, "") when
+    there is none; (None, why) when it cannot be read. Never raises: the file is the
+    student's (`nbgrader submit` writes it on their machine), so it may hold anything. At
+    most MAX_TIMESTAMP_BYTES are read, and only from a regular file (not through a link,
+    and not a pipe that would never end)."""
     stamp = Path(notebook_path).parent / "timestamp.txt"
     try:
-        return parse_time(stamp.read_text().strip(), str(stamp))
-    except OSError:
-        return None
+        descriptor = os.open(stamp, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        return None, ""
+    except OSError as error:
+        return None, ("timestamp.txt is a link, not a file" if error.errno == errno.ELOOP
+                      else f"timestamp.txt cannot be opened ({error.strerror})")
+    try:
+        with open(descriptor, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                return None, "timestamp.txt is not a plain file"
+            raw = handle.read(MAX_TIMESTAMP_BYTES + 1)
+    except OSError as error:
+        return None, f"timestamp.txt cannot be read ({error.strerror})"
+    if len(raw) > MAX_TIMESTAMP_BYTES:
+        return None, f"timestamp.txt is longer than {MAX_TIMESTAMP_BYTES} bytes, far longer than a date and time"
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None, "timestamp.txt holds bytes that are not UTF-8 text"
+    try:
+        return _strict_time(text), ""
+    except ValueError as error:
+        return None, f"timestamp.txt: {error}"
 
 
 def read_times(path):
@@ -161,6 +211,26 @@ class LateWork:
 
     def __init__(self, policy, times=None, roster=None):
         self.policy, self.times, self.extensions = policy, dict(times or {}), extensions(roster)
+        self.stamps = {}  # student id -> read_timestamp() of their notebook, read once
+
+    def submission_time(self, student, path):
+        """(time or None, why it is unreadable or "") of one student's submission."""
+        if self.times.get(student):
+            return self.times[student], ""
+        if not path:
+            return None, ""
+        if student not in self.stamps:
+            self.stamps[student] = read_timestamp(path)
+        return self.stamps[student]
+
+    def unreadable(self, submissions):
+        """[(student id, why)] for the submissions whose time cannot be read, when the
+        assignment has a late policy (without one, their time does not matter)."""
+        if self.policy is None:
+            return []
+        found = [(s.student_id, self.submission_time(s.student_id, s.path)[1]) for s in submissions]
+        return [(student, f"submission time unreadable ({why}); no late penalty was applied")
+                for student, why in found if why]
 
     def apply(self, result):
         """`result` itself when nothing changes, else a copy with the penalty as its own line."""
@@ -168,8 +238,12 @@ class LateWork:
 
         if self.policy is None or result.status != GRADED:
             return result
-        when = self.times.get(result.student_id) or (nbgrader_timestamp(result.path) if result.path else None)
+        when, unreadable = self.submission_time(result.student_id, result.path)
         copy = Result.from_json(result.to_json())
+        if unreadable:
+            copy.late_note = (f"the submission time could not be read ({unreadable}), so no late penalty was"
+                              " applied; your instructor will check when it was handed in")
+            return copy
         if when is None:
             copy.late_note = "the submission time is unknown, so no late penalty was applied"
             return copy
