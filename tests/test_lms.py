@@ -108,3 +108,17 @@ def test_the_export_command(tmp_path):
                            "--course", str(course), "--roster", str(tmp_path / "missing.csv")],
                           capture_output=True, text=True)
     assert done.returncode == 2 and "cannot read the roster" in " ".join(done.stdout.split())
+
+
+@pytest.mark.parametrize("start", ["=", "+", "-", "@", "\t", "\r"])
+def test_a_student_id_or_name_is_never_a_formula_in_an_export(start):
+    """OWASP's CSV injection: a cell starting with = + - @ tab or CR runs as a formula in a
+    spreadsheet; it gets a quote in front, and the points stay numbers."""
+    evil = f"{start}HYPERLINK(\"http://x.example\",\"click\")"
+    canvas = rows(lms.canvas([result(evil, 26)], "Causal attention", 26).text)
+    assert canvas[2][0] == "'" + evil and canvas[2][2] == "'" + evil and canvas[2][5] == "26"
+    roster = {"s1": {"student_id": "s1", "name": evil, "sis_user_id": "A001", "id_number": evil}}
+    assert rows(lms.canvas([result("s1", 26)], "Causal attention", 26, roster).text)[2][0] == "'" + evil
+    moodle = rows(lms.moodle([result(evil, 17.8)], "Causal attention").text)
+    assert moodle[1] == ["'" + evil, "17.8"]
+    assert rows(lms.canvas([result("plain", 1)], "=SUM(1)", 26).text)[0][5] == "'=SUM(1)"

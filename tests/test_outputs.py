@@ -97,8 +97,10 @@ def test_the_writer_reads_once_and_writes_each_student_once(course, cells, monke
 
 
 def test_a_failed_write_leaves_nothing_half_done_and_the_next_one_writes_it(course, cells, monkeypatch):
-    """A write is one commit; when that commit fails the whole write is rolled back, and the
-    session does not believe the gradebook has what was rolled back: the next write writes it."""
+    """A write is one commit; when that commit fails for the database's own reason (SQLite's
+    disk full) the whole write is rolled back, and the session does not believe the gradebook
+    has what was rolled back: the next write writes it."""
+    from sqlalchemy.exc import OperationalError
     from sqlalchemy.orm import Session
 
     from autograder.outputs.results import GradebookSync
@@ -109,13 +111,13 @@ def test_a_failed_write_leaves_nothing_half_done_and_the_next_one_writes_it(cour
     def failing_once(self):
         if not failures:
             failures.append(True)
-            raise RuntimeError("disk full")
+            raise OperationalError("COMMIT", {}, Exception("database or disk is full"))
         return real(self)
 
     with GradebookSync(course, ASSIGNMENT) as gradebook:
         gradebook.write([result("ann", cells, 1.0)])  # known before: its new score is rolled back
         monkeypatch.setattr(Session, "commit", failing_once)
-        with pytest.raises(RuntimeError, match="disk full"):
+        with pytest.raises(OperationalError, match="disk is full"):
             gradebook.write([result("ann", cells, 0.5), result("bo", cells, 0.5)])
         assert set(scores(course)) == {"ann"}  # bo's rows were rolled back with ann's new scores
         assert all(s[0] == cells[name] for name, s in scores(course)["ann"].items() if name in cells)
@@ -195,3 +197,22 @@ def test_a_submission_without_its_notebook_gets_one(course, cells):
         assert len(gradebook.assignment_submissions(ASSIGNMENT)) == 1
         assert str(gradebook.find_submission(ASSIGNMENT, "half").timestamp) == "2026-03-02 09:30:00"
 
+
+
+def test_one_result_the_gradebook_cannot_hold_rolls_back_no_one_else(course, cells):
+    """A result from before submission times were checked, with a time Python cannot convert
+    to UTC (year 1 at +01:00), used to roll back the whole class's gradebook write. Now the
+    others are written, and the one is named with why, by the writer thread too."""
+    bad = result("year1", cells, 1.0)
+    bad.submitted_at = "0001-01-01T00:30:00+01:00"
+    failed = sync_gradebook(course, ASSIGNMENT, [result("ann", cells, 1.0), bad, result("bo", cells, 0.5)])
+    assert set(failed) == {"year1"} and "OverflowError" in failed["year1"]
+    assert set(scores(course)) == {"ann", "bo"}
+    writer = GradebookWriter(course, ASSIGNMENT)
+    for student in ("cat", "dan"):
+        writer.add(result(student, cells, 0.25))
+    writer.add(bad)
+    failed = writer.finish([result("eve", cells, 1.0), bad])
+    assert set(failed) == {"year1"}
+    assert set(scores(course)) == {"ann", "bo", "cat", "dan", "eve"}
+    assert all(scores(course)["dan"][name][0] == round(points * 0.25, 2) for name, points in cells.items())

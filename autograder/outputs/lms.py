@@ -16,11 +16,15 @@ Nobody is dropped in silence: students on the roster without a result, and
 results whose student is not on the roster, are returned so the command can
 list them. A roster student without a result gets an empty cell (the LMS then
 leaves that grade alone) rather than a zero that nobody decided.
+
+Every text cell is written so that a spreadsheet shows it as text: a student id or
+name starting with = + - @ (a formula) gets a quote in front (see outputs/untrusted.py).
 """
 import csv
 import io
 from dataclasses import dataclass, field
 
+from autograder.outputs.untrusted import for_spreadsheet
 
 ROSTER_COLUMNS = ("student_id", "name", "canvas_id", "sis_user_id", "sis_login_id", "section", "email", "id_number",
                   "extension_hours")
@@ -96,11 +100,12 @@ def canvas(results, column, points_possible, roster=None):
                           f" of them for {', '.join(unidentified[:5])}{' and more' if len(unidentified) > 5 else ''}")
     handle = io.StringIO(newline="")
     writer = csv.writer(handle)
-    writer.writerow([*CANVAS_COLUMNS, column])
+    writer.writerow([*CANVAS_COLUMNS, for_spreadsheet(column)])
     writer.writerow(["Points Possible", "", "", "", "", f"{points_possible:g}"])
     for student, row, result in people:
-        writer.writerow([row.get("name") or student, row.get("canvas_id", ""), row.get("sis_user_id", ""),
-                         row.get("sis_login_id", ""), row.get("section", ""), _points(result)])
+        writer.writerow([*map(for_spreadsheet, (row.get("name") or student, row.get("canvas_id", ""),
+                                                row.get("sis_user_id", ""), row.get("sis_login_id", ""),
+                                                row.get("section", ""))), _points(result)])
         export.exported += result is not None
     export.text = handle.getvalue()
     return export
@@ -117,9 +122,9 @@ def moodle(results, column, roster=None, key="id_number"):
                           f"{' and more' if len(unidentified) > 5 else ''}")
     handle = io.StringIO(newline="")
     writer = csv.writer(handle)
-    writer.writerow([MOODLE_KEYS[key], column])
+    writer.writerow([MOODLE_KEYS[key], for_spreadsheet(column)])
     for student, row, result in people:
-        writer.writerow([row[key], _points(result)])
+        writer.writerow([for_spreadsheet(row[key]), _points(result)])
         export.exported += result is not None
     export.text = handle.getvalue()
     return export

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from autograder.course import write_atomically
 from autograder.record import read_result, write_result
+from autograder.outputs.untrusted import for_spreadsheet
 
 BATCH_FILE = ".batch.json"  # a dot-name: no student id can collide with it
 
@@ -61,18 +62,19 @@ def _sandbox_column(result):
 
 def write_grades_csv(out_dir, results, grade_ids):
     """student id, score per graded cell, raw total, late penalty, total, status, notes, the sandbox
-    it ran in, and when it was handed in."""
+    it ran in, and when it was handed in. Text a student chose (their id, notes quoting their
+    cells) never starts with a formula a spreadsheet would run."""
     handle = io.StringIO(newline="")
     writer = csv.writer(handle)
     writer.writerow(["student_id", *grade_ids, "raw_total", "late_penalty", "total", "max_score", "status", "notes",
                      "sandbox", "submitted_at"])
     for result in sorted(results, key=lambda r: r.student_id):
         scores = result.scores
-        writer.writerow([result.student_id, *[_number(scores.get(g)) for g in grade_ids],
+        writer.writerow([for_spreadsheet(result.student_id), *[_number(scores.get(g)) for g in grade_ids],
                          _number(result.raw_score), _number(result.late_penalty), _number(result.score),
                          _number(result.max_score), result.status,
-                         "; ".join([*result.notes, *([result.late_note] if result.late_note else [])]),
-                         _sandbox_column(result), result.submitted_at])
+                         for_spreadsheet("; ".join([*result.notes, *([result.late_note] if result.late_note else [])])),
+                         _sandbox_column(result), for_spreadsheet(result.submitted_at)])
     return write_atomically(Path(out_dir) / "grades.csv", handle.getvalue())
 
 
@@ -153,8 +155,40 @@ class GradebookSync:
                 graded = next((n for n in submission.notebooks if n.name == self.assignment), submission.notebooks[0])
                 self.known[submission.student.id] = {g.name: g.auto_score for g in graded.grades}
         self.layout = None  # assignment_layout(), once a new student needs it
+        self.failed = {}  # student -> why their result is not in the gradebook (see write)
 
     def write(self, results):
+        """Write `results` in one commit. When that fails, each result is written in a commit
+        of its own, so one that cannot be written (a time the database cannot hold, say)
+        never rolls back anyone else's. Returns {student: why} for those that could not be
+        written (also kept in `failed` until a later write succeeds); they stay in the JSON
+        results, and the next sync tries them again."""
+        from sqlalchemy.exc import OperationalError
+
+        results = [result for result in results if result.finished]
+        try:
+            self._commit(results)
+        except OperationalError:  # the database's own trouble (locked, full): no one result's
+            raise
+        except Exception:  # noqa: BLE001 (one result at a time finds whose it is)
+            if len(results) <= 1:
+                failed = {result.student_id: _why() for result in results}
+            else:
+                failed = {}
+                for result in results:
+                    try:
+                        self._commit([result])
+                    except Exception:  # noqa: BLE001
+                        failed[result.student_id] = _why()
+        else:
+            failed = {}
+        for result in results:
+            if result.student_id not in failed:
+                self.failed.pop(result.student_id, None)
+        self.failed.update(failed)
+        return failed
+
+    def _commit(self, results):
         known, submitted = dict(self.known), dict(self.submitted)  # their values are replaced, never changed
         try:
             with _quiet(), _one_commit(self.gradebook.db):
@@ -299,10 +333,20 @@ def _quiet():
         yield
 
 
+def _why():
+    """The exception being handled, in one bounded line."""
+    import sys
+
+    error = sys.exc_info()[1]
+    text = " ".join(str(error).split())
+    return f"{type(error).__name__}: {text[:300]}" if text else type(error).__name__
+
+
 def sync_gradebook(course, assignment, results, db_url=None):
-    """Write every result's scores into nbgrader's gradebook (idempotent)."""
+    """Write every result's scores into nbgrader's gradebook (idempotent). Returns {student:
+    why} for results that could not be written (the others are)."""
     with GradebookSync(course, assignment, db_url) as gradebook:
-        gradebook.write(results)
+        return gradebook.write(results)
 
 
 class GradebookWriter:
@@ -311,7 +355,9 @@ class GradebookWriter:
     nbgrader's gradebook takes about 40 ms per new submission (and seconds to
     create a new database); doing that while the workers grade hides most of
     it. The thread keeps one `GradebookSync` open for the whole batch.
-    `finish(results)` syncs whatever is still missing and re-raises any error.
+    `finish(results)` syncs whatever is still missing, returns {student: why} for results
+    it could not write, and re-raises an error that stopped it (the gradebook could not be
+    opened, say).
     """
 
     def __init__(self, course, assignment):
@@ -321,6 +367,7 @@ class GradebookWriter:
         self.course, self.assignment = course, assignment
         self.queue = queue.Queue()
         self.error = None
+        self.failed = {}  # student -> why, from the last write of their result
         self.opened = threading.Event()  # set once nbgrader's gradebook is imported and open (or failed)
         self.thread = threading.Thread(target=self._run, name="gradebook", daemon=True)
         self.thread.start()
@@ -342,6 +389,7 @@ class GradebookWriter:
                     gradebook.write(batch)
                     if finished is not None:
                         gradebook.write(finished)  # anything from earlier runs
+                        self.failed = dict(gradebook.failed)
                         return
         except BaseException as error:  # noqa: B036 (reported by finish(); the JSON results are safe)
             self.error = error
@@ -353,6 +401,7 @@ class GradebookWriter:
         self.thread.join()
         if self.error is not None:
             raise self.error
+        return self.failed
 
 
 # -- regrades: keep what was there, say what changed ---------------------------------------
@@ -395,8 +444,9 @@ class Regrade:
         writer.writerow(["student_id", "old_score", "new_score", "change", "checks_now_failing", "checks_now_passing"])
         for previous, new in sorted(self.changes, key=lambda pair: pair[1].student_id):
             failing, passing = flipped_checks(previous, new)
-            writer.writerow([new.student_id, _number(previous.score), _number(new.score),
-                             f"{new.score - previous.score:+g}", "; ".join(failing), "; ".join(passing)])
+            writer.writerow([for_spreadsheet(new.student_id), _number(previous.score), _number(new.score),
+                             f"{new.score - previous.score:+g}", for_spreadsheet("; ".join(failing)),
+                             for_spreadsheet("; ".join(passing))])
         return write_atomically(self.out_dir / "changes.csv", handle.getvalue())
 
 
