@@ -15,6 +15,7 @@ from rich.table import Table
 
 from autograder.course import Course, CourseError, write_atomically
 from autograder.record import ERROR, GRADED
+from autograder.outputs.untrusted import for_terminal as shown
 
 console = Console(width=None if Console().is_terminal else 140)  # no cramped tables in logs
 
@@ -177,7 +178,7 @@ def cmd_grade(args):
         if task is None:  # started only now: the workers are forked, with no display thread around
             progress.start()
             task = progress.add_task("grading", total=None)
-        progress.update(task, advance=1, description=result.student_id)
+        progress.update(task, advance=1, description=shown(result.student_id, 60))
 
     from autograder.grading.late import LateError, read_times
     from autograder.outputs.lms import RosterError, read_roster
@@ -186,7 +187,7 @@ def cmd_grade(args):
         times = read_times(args.submitted_at) if args.submitted_at else None
         roster = read_roster(args.roster) if args.roster else None
     except (LateError, RosterError) as error:
-        console.print(f"[red]autograder grade: {error}[/red]", highlight=False)
+        console.print(f"[red]autograder grade: {shown(error, None)}[/red]", highlight=False)
         return 2
     try:
         report = grade_batch(assignment, args.paths, out_dir=args.out,
@@ -200,7 +201,8 @@ def cmd_grade(args):
     print_results(report.results, args.assignment)
     for result in report.graded:
         if result.status == ERROR:
-            console.print(f"[red]{result.student_id} not graded[/red] (will be retried): " + "; ".join(result.notes))
+            console.print(f"[red]{shown(result.student_id)} not graded[/red] (will be retried): "
+                          + shown("; ".join(result.notes), 1000), highlight=False)
     graded = [r for r in report.graded if r.status == GRADED]
     failed = len(report.graded) - len(graded)
     mean = sum(r.score for r in report.results) / len(report.results) if report.results else 0.0
@@ -218,7 +220,20 @@ def cmd_grade(args):
     console.print(f"class report: {report.out_dir / 'report.html'}; feedback pages: {report.out_dir / 'feedback'}")
     if args.verbose:
         console.print("time spent: " + ", ".join(f"{name} {seconds:.1f} s" for name, seconds in report.phases.items()))
-    return 1 if any(r.status == ERROR for r in report.graded) else 0
+    print_problems(report.problems)
+    return 1 if report.problems or any(r.status == ERROR for r in report.graded) else 0
+
+
+def print_problems(problems):
+    """What a TA must look at (a renamed submission, an unreadable submission time, a result
+    that could not be recorded), one line each, after everything else."""
+    if not problems:
+        return
+    count = "1 problem needs" if len(problems) == 1 else f"{len(problems)} problems need"
+    console.print(f"[bold yellow]{count} your attention[/bold yellow] (everything else was graded and recorded):",
+                  highlight=False)
+    for student, problem in problems:
+        console.print(f"  [yellow]{shown(student) or 'the batch'}[/yellow]: {shown(problem, 600)}", highlight=False)
 
 
 def _dask_scheduler(args):
@@ -294,7 +309,7 @@ def cmd_export(args):
         else:
             export = lms.moodle(results, column, roster, key=args.key)
     except lms.RosterError as error:
-        console.print(f"[red]autograder export: {error}[/red]", highlight=False)
+        console.print(f"[red]autograder export: {shown(error, 2000)}[/red]", highlight=False)
         return 2
     target = write_atomically(Path(args.out or out_dir / f"{args.lms}-{assignment.name}.csv"), export.text)
     console.print(f"wrote {target}: {export.exported} grades for {args.lms.capitalize()}'s gradebook import"
@@ -303,7 +318,8 @@ def cmd_export(args):
                             ("graded but not on the roster (not in the file)", export.not_on_roster),
                             ("not graded yet because of a grader error (left empty)", export.not_finished)):
         if students:
-            console.print(f"[yellow]{len(students)} {label}:[/yellow] {', '.join(students)}", highlight=False)
+            console.print(f"[yellow]{len(students)} {label}:[/yellow] {shown(', '.join(students), 2000)}",
+                          highlight=False)
     return 0
 
 
@@ -326,10 +342,11 @@ def cmd_similarity(args):
     console.print(f"{len(pairs)} pairs share something rare; wrote {page} and {table} (evidence for a person to"
                   " weigh, never a penalty)")
     for pair in pairs[:5]:
-        console.print(f"  {pair.a} and {pair.b}: code {pair.code:.2f}, shared wrong results {pair.wrong:.2f}")
+        console.print(f"  {shown(pair.a)} and {shown(pair.b)}: code {pair.code:.2f}, shared wrong results"
+                      f" {pair.wrong:.2f}")
     if unreadable:
         console.print(f"[yellow]{len(unreadable)} left out: their notebook is no longer where it was graded"
-                      f" from:[/yellow] {', '.join(unreadable)}", highlight=False)
+                      f" from:[/yellow] {shown(', '.join(unreadable), 2000)}", highlight=False)
     return 0
 
 
@@ -398,19 +415,19 @@ def print_results(results, assignment=""):
                                " written answers are graded in formgrader)")
     problems = [(r.student_id, note) for r in results for note in r.notes]
     for student, note in problems:
-        console.print(f"[yellow]{student}[/yellow]: {note}")
+        console.print(f"[yellow]{shown(student)}[/yellow]: {shown(note, 600)}", highlight=False)
 
 
 def print_grades(scores, title="Grades (- : a concept answer waiting for manual grading)"):
     cells = sorted({name for row in scores.values() for name in row} - {"total"},
                    key=lambda n: (not n.startswith("ex"), n))
-    table = Table(title=title)
+    table = Table(title=shown(title))
     table.add_column("student")
     for cell in cells:
-        table.add_column(cell, justify="right")
+        table.add_column(shown(cell, 60), justify="right")
     table.add_column("total", justify="right")
     for student, row in sorted(scores.items()):
-        table.add_row(student, *[_fmt(row.get(c)) for c in cells], _fmt(row["total"]))
+        table.add_row(shown(student), *[_fmt(row.get(c)) for c in cells], _fmt(row["total"]))
     console.print(table)
 
 
@@ -508,13 +525,14 @@ def main(argv=None):
     try:
         return args.func(args) or 0
     except CourseError as error:
-        console.print(f"[red]autograder {args.command}: {error}[/red]", highlight=False)
+        console.print(f"[red]autograder {args.command}: {shown(error, None, newlines=True)}[/red]", highlight=False)
         return 2
     except (NoSandbox, PoisonedInterpreter) as refusal:  # nothing ran; say why, in words
-        console.print(f"[bold red]autograder {args.command}: {refusal}[/bold red]", highlight=False)
+        console.print(f"[bold red]autograder {args.command}: {shown(refusal, None, newlines=True)}[/bold red]",
+                      highlight=False)
         return 2
     except Exception as error:  # a clear one-line message, not a traceback
-        console.print(f"[red]autograder {args.command} failed:[/red] {error}")
+        console.print(f"[red]autograder {args.command} failed:[/red] {shown(error, 2000, newlines=True)}")
         return 1
 
 

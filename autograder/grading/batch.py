@@ -7,7 +7,7 @@ from pathlib import Path
 from autograder.course import write_atomically
 from autograder.outputs.results import (GradebookWriter, Regrade, already_graded, batch_seed, record_wall_time,
                                         sync_gradebook, write_grades_csv)
-from autograder.record import ERROR, all_results, write_result
+from autograder.record import ERROR, Result, all_results, write_result
 from autograder.grading.submissions import discover, grade_cells, sha256
 
 
@@ -20,6 +20,10 @@ class BatchReport:
     out_dir: Path = None
     phases: dict = field(default_factory=dict)  # wall seconds per step, for benchmarks
     changes: list = field(default_factory=list)  # (previous, new) results whose score moved in this run
+    # (student id, what the TA should know): inputs that could not be used as they were (a
+    # renamed submission, an unreadable submission time) and results that could not be
+    # written or recorded. Found again on every run until they are fixed.
+    problems: list = field(default_factory=list)
 
 
 def grade_batch(assignment, paths, out_dir=None, jobs=2, limits=None, force=False, seed=None,
@@ -50,11 +54,13 @@ def grade_batch(assignment, paths, out_dir=None, jobs=2, limits=None, force=Fals
     out_dir = Path(out_dir or course.graded(assignment.name)).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
     submissions = discover(paths, assignment.name)
+    renamed = {s.student_id: s.renamed for s in submissions if s.renamed}
     todo = [s for s in submissions if force or not _is_done(out_dir, s)]
     spec = BatchSpec(assignment=assignment.name, course=str(course.root), seed=batch_seed(out_dir, seed, force),
                      limits={**assignment.limits, **(limits or {})}, autograded_dir=str(course.autograded),
                      isolation=isolation)
-    report = BatchReport(skipped=len(submissions) - len(todo), out_dir=out_dir)
+    report = BatchReport(skipped=len(submissions) - len(todo), out_dir=out_dir,
+                         problems=[*renamed.items(), *late.unreadable(submissions)])
     clock = _Clock(report.phases)
     source = read_source(assignment)
     identical = IdenticalAnswers(assignment, spec, out_dir, source, read_release(assignment), use_cache=not force)
@@ -83,12 +89,29 @@ def grade_batch(assignment, paths, out_dir=None, jobs=2, limits=None, force=Fals
             # The class report's plot library loads while the workers grade, not after them,
             # when every core but this process's would wait for it.
             warming.start()
-        result = late.apply(result)  # a copy: the raw result stays as it is for identical answers
+        # Whatever goes wrong with one student's result is that student's problem, said to
+        # the TA; the batch, and everyone else's result, goes on.
+        try:
+            result = late.apply(result)  # a copy: the raw result stays as it is for identical answers
+        except Exception as error:  # noqa: BLE001
+            report.problems.append((result.student_id, f"the late policy could not be applied ({_brief(error)})"))
+        if result.student_id in renamed and renamed[result.student_id] not in result.notes:
+            result = Result.from_json(result.to_json())  # never the raw result identical answers keep
+            result.add_note(renamed[result.student_id])
         if result.status != ERROR:  # a grader fault is retried next run
-            regrade.keep(result)  # the previous result, if any, goes to history/ first
-            write_result(out_dir, result)
-            write_feedback(out_dir, [result], layout)  # now, while the workers still grade
-            gradebook.add(result)
+            try:
+                regrade.keep(result)  # the previous result, if any, goes to history/ first
+                write_result(out_dir, result)
+            except Exception as error:  # noqa: BLE001
+                report.problems.append((result.student_id, f"its result could not be written ({_brief(error)});"
+                                                            " it is graded again next run"))
+            else:
+                try:
+                    write_feedback(out_dir, [result], layout)  # now, while the workers still grade
+                except Exception as error:  # noqa: BLE001 (written again at the end of the run)
+                    report.problems.append((result.student_id, f"its feedback page could not be written"
+                                                                f" ({_brief(error)})"))
+                gradebook.add(result)
         report.graded.append(result)
         if on_result:
             on_result(result)
@@ -96,7 +119,11 @@ def grade_batch(assignment, paths, out_dir=None, jobs=2, limits=None, force=Fals
     def record_copies(copies):
         for result, notebook in copies:
             if spec.autograded_dir and result.status != ERROR:
-                write_autograded(spec, result.student_id, notebook, result)
+                try:
+                    write_autograded(spec, result.student_id, notebook, result)
+                except Exception as error:  # noqa: BLE001
+                    report.problems.append((result.student_id, f"its graded notebook could not be written to"
+                                                                f" autograded/ ({_brief(error)})"))
             record(result)
 
     # Workers start at once; the answers keys are worked out while they warm up.
@@ -116,10 +143,17 @@ def grade_batch(assignment, paths, out_dir=None, jobs=2, limits=None, force=Fals
     regrade.write_changes()
     write_grades_csv(out_dir, report.results, list(grade_cells(source)))
     clock("grades.csv")
-    if gradebook is None:
-        sync_gradebook(course.root, assignment.name, report.results)
+    try:
+        if gradebook is None:
+            unwritten = sync_gradebook(course.root, assignment.name, report.results)
+        else:
+            unwritten = gradebook.finish(report.results)
+    except Exception as error:  # noqa: BLE001 (the JSON results are safe; grades.csv and the report follow)
+        report.problems.append(("", f"nbgrader's gradebook was not updated ({_brief(error)}); the results"
+                                    f" are in {out_dir}, and the next run writes them"))
     else:
-        gradebook.finish(report.results)
+        report.problems += [(student, f"its grades could not be written to nbgrader's gradebook ({why});"
+                                      " the next run tries again") for student, why in sorted(unwritten.items())]
     clock("gradebook")
     report.seconds = time.perf_counter() - started
     record_wall_time(out_dir, report.seconds)
@@ -128,6 +162,12 @@ def grade_batch(assignment, paths, out_dir=None, jobs=2, limits=None, force=Fals
     write_pages(assignment.name, out_dir, report.results, source, new_results=[])  # feedback pages are written
     clock("feedback and report pages")
     return report
+
+
+def _brief(error):
+    """An exception in one bounded line."""
+    text = " ".join(str(error).split())
+    return f"{type(error).__name__}: {text[:300]}" if text else type(error).__name__
 
 
 def write_pages(assignment, out_dir, results, source, new_results=None):
