@@ -81,6 +81,7 @@ class DaskScheduler:
         self.unsafe_no_sandbox = unsafe_no_sandbox
         self.client = self.local_cluster = None
         self.address = None
+        self.memory_notes = []  # workers that can give no submission a memory cgroup, and why
 
     # -- connecting ------------------------------------------------------------
     def connect(self):
@@ -155,6 +156,14 @@ class DaskScheduler:
             if refusal:
                 raise NoSandbox(f"the Dask worker {address} {refusal}")
             modes.add(mode)
+        try:  # where a worker can make no cgroup per submission, the TA is told what goes uncounted
+            bounds = client.run(worker_memory_bound)
+        except Exception:
+            bounds = {}
+        self.memory_notes = [f"the Dask worker {address}: {why}" for address, why in sorted(bounds.items()) if why]
+        for note in self.memory_notes:
+            self.say(f"Note: {note}; its submissions' memory is bounded by address space, scratch size and"
+                     " process count only (memory files and shared memory are not counted)")
         return "none" if "none" in modes else "bubblewrap"
 
     # -- grading -----------------------------------------------------------------
@@ -295,6 +304,14 @@ def _zero(spec, assignment, submission, message):
 
 
 # -- on the workers ------------------------------------------------------------------
+def worker_memory_bound(dask_worker=None):
+    """None where this worker gives each submission a memory cgroup, else why not."""
+    from autograder.grading import cgroups
+
+    ok, why = cgroups.available()
+    return None if ok else f"{why} (host {os.uname().nodename})"
+
+
 def worker_isolation(unsafe_no_sandbox, dask_worker=None):
     """(isolation, refusal or None) on this worker (run through client.run)."""
     from autograder.grading.sandbox import require_sandbox
