@@ -360,6 +360,22 @@ def may_run_student_code(unsafe_no_sandbox):
     warning = unsafe_warning()
     if warning:
         console.print(f"[bold red]{warning}[/bold red]")
+    memory = memory_bound_warning()
+    if memory:
+        console.print(memory, style="yellow", markup=False)
+
+
+def memory_bound_warning():
+    """Where no cgroup per submission can be made: what goes uncounted, and why (else None)."""
+    from autograder.grading import cgroups
+
+    ok, why = cgroups.available()
+    if ok:
+        return None
+    return (f"Note: {why}. Each submission's memory is then bounded by its address space, its scratch"
+            " size and its process limit only: memory files and System V shared memory are not counted,"
+            " and a submission that fills them can make this machine run short. Run the grader as root,"
+            " or in a cgroup with the memory and pids controllers delegated to it.")
 
 
 def _add_unsafe_flag(parser):

@@ -312,3 +312,15 @@ def test_a_run_that_ends_before_its_first_cell_is_retried_once_on_a_fresh_sandbo
     with pytest.raises(RuntimeError, match="could not run this submission"):  # an ERROR result: graded next run
         _run_cells(always, [("cell", "x = 1")], seed=0)
     assert always.runs == 2
+
+
+def test_where_no_cgroup_can_be_made_the_ta_is_told_what_goes_uncounted(monkeypatch):
+    from autograder.cli import memory_bound_warning
+
+    monkeypatch.setattr(cgroups, "_probe", (None, "the memory and pids controllers are not delegated"))
+    assert cgroups.available() == (False, "the memory and pids controllers are not delegated")
+    warning = memory_bound_warning()
+    assert "not delegated" in warning and "System V shared memory are not counted" in warning
+    monkeypatch.undo()
+    if os.geteuid() == 0:  # here (and under CI) the grader is root: cgroups exist, no warning
+        assert memory_bound_warning() is None
