@@ -8,9 +8,11 @@ real sandbox: everyone is graded, every output is written, each bad input is
 named, and the command exits non-zero (the TA has something to do).
 """
 import csv
+import os
 import json
 import subprocess
 import sys
+import time
 
 import nbformat
 import pytest
@@ -212,3 +214,23 @@ def test_tampering_notes_are_bounded_in_number_and_length():
     tampering = sanitize(notebook, read_source(assignment), read_release(assignment)).tampering
     assert len(tampering) == MAX_TAMPERING_NOTES and tampering[-1] == "and 481 more changes like these"
     assert all(len(note) < 200 for note in tampering)
+
+
+def test_a_named_pipe_called_ipynb_is_refused_at_once_not_waited_on(tmp_path):
+    from autograder.grading.submissions import sha256
+
+    pipe = tmp_path / "causal_attention.ipynb"
+    os.mkfifo(pipe)
+    started = time.monotonic()
+    with pytest.raises(OSError, match="not a plain file"):
+        sha256(pipe)
+    assert time.monotonic() - started < 1
+
+
+def test_the_note_for_many_notebooks_names_a_few_and_counts_the_rest(tmp_path):
+    from autograder.grading.submission import ignored_note
+    from autograder.grading.submissions import Submission
+
+    submission = Submission("dup", tmp_path / "a.ipynb", ignored=[str(tmp_path / f"copy{i}\x1b.ipynb") for i in range(500)])
+    note = ignored_note(submission)
+    assert len(note) < 700 and "copy0\\x1b.ipynb" in note and "and 495 more" in note and "\x1b" not in note

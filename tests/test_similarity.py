@@ -202,3 +202,13 @@ def test_the_releases_code_and_edits_that_never_run_are_no_evidence(tmp_path, sy
     assert frozenset(("dee", "eve")) not in flagged and frozenset(("fay", "gus")) not in flagged
     fay = next(p for p in pairs if {p.a, p.b} == {"fay", COPIED[1]})  # her answers are a copy: she is not left out
     assert fay.code > 0.6
+
+
+def test_student_ids_that_look_like_formulas_stay_text_in_similarity_csv(tmp_path, synthetic_class):
+    codes, _, _ = synthetic_class
+    copied = codes[COPIED[0]]
+    results, release = _class_on_disk(tmp_path, {"=HYPERLINK(1)": copied, "@copy": copied},
+                                      ["=HYPERLINK(1)", "@copy"])
+    table, _, _, _ = write_report(tmp_path, "Causal attention", results, release)
+    row = next(csv.DictReader(open(table)))
+    assert {row["student_a"], row["student_b"]} == {"'=HYPERLINK(1)", "'@copy"}

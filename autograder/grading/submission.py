@@ -127,8 +127,7 @@ class GradingWorker:
                 return self.invalid_result(base, str(error), started)
         base["timings"] = {"read_and_sanitize": round(time.perf_counter() - started, 4)}
         if submission.ignored:
-            clean.tampering.append("more than one notebook was handed in; graded "
-                                   f"{submission.path.name}, not {', '.join(submission.ignored)}")
+            clean.tampering.append(ignored_note(submission))
         result = self.grade_clean(clean, base, started)
         self.last_notebook = clean.notebook
         if spec.autograded_dir:
@@ -306,6 +305,19 @@ def _run_cells(sandbox, cells, seed):
 
 MAX_CELL_ERROR = 2000  # characters of one cell's error kept (the sandbox sends no more unless tampered with)
 MAX_CELL_NAME = 200
+
+
+IGNORED_NAMED = 5  # other notebooks of the same student named in the note; the rest are counted
+
+
+def ignored_note(submission):
+    """The note for a student who handed in several notebooks (their names bounded and made visible)."""
+    from autograder.outputs.untrusted import visible
+
+    names = [visible(Path(name).name, 80) for name in submission.ignored[:IGNORED_NAMED]]
+    more = len(submission.ignored) - IGNORED_NAMED
+    listed = ", ".join(names) + (f" and {more} more" if more > 0 else "")
+    return f"more than one notebook was handed in; graded {visible(submission.path.name, 120)}, not {listed}"
 
 
 def _cell_report(reply, cells):

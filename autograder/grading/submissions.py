@@ -6,8 +6,11 @@ the student's code, and cells the student added stay where they were. Every
 difference from the release (an edited or deleted locked cell, changed points or
 metadata, a duplicated grade id) is recorded as tampering.
 """
+import errno
 import hashlib
 import json
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -94,8 +97,13 @@ def _student_id(path, assignment):
 
 
 def sha256(path):
+    """The file's SHA-256; OSError for anything but a plain file (a named pipe called
+    *.ipynb, as a tar extraction can leave, would otherwise block the batch forever)."""
     digest = hashlib.sha256()
-    with open(path, "rb") as handle:  # in chunks: a multi-GB upload must not fill memory
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    with open(fd, "rb") as handle:  # in chunks: a multi-GB upload must not fill memory
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a plain file", str(path))
         for chunk in iter(lambda: handle.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder.course import write_atomically
+from autograder.outputs.untrusted import for_spreadsheet
 
 K, WINDOW = 12, 4  # fingerprints of 12 filtered characters (copydetect's tokens), one kept per 4
 SHOWN_PAIRS = 25
@@ -180,7 +181,7 @@ def write_report(out_dir, assignment_title, results, release_notebook):
     writer = csv.writer(handle)
     writer.writerow(["rank", "student_a", "student_b", "code_score", "shared_wrong_results_score", "combined"])
     for rank, pair in enumerate(pairs, start=1):
-        writer.writerow([rank, pair.a, pair.b, pair.code, pair.wrong, pair.combined])
+        writer.writerow([rank, for_spreadsheet(pair.a), for_spreadsheet(pair.b), pair.code, pair.wrong, pair.combined])
     table = write_atomically(Path(out_dir) / "similarity.csv", handle.getvalue())
     shown = []
     for pair in pairs[:SHOWN_PAIRS]:
