@@ -16,6 +16,13 @@ c.Execute.timeout = 120
 # Feedback shows students their results, never the hidden test cells' code:
 # nbgrader's own feedback keeps hidden tests unless told otherwise (issues #917, #1363).
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor  # noqa: E402
-from nbgrader.preprocessors import ClearHiddenTests, GetGrades  # noqa: E402
+from nbgrader.preprocessors import ClearHiddenTests, ClearMarkScheme, GetGrades  # noqa: E402
 
-c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, CSSHTMLHeaderPreprocessor]
+c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, ClearMarkScheme, CSSHTMLHeaderPreprocessor]
+
+# The concept questions' rubric for TAs sits in a read-only cell, between ### BEGIN MARK SCHEME
+# and ### END MARK SCHEME: generate_assignment leaves it out of the release, grading restores the
+# read-only cell from source/, so formgrader shows it, and feedback (above) drops it again.
+# nbgrader expects mark schemes only in "manually graded task" cells, which carry points of
+# their own; ours carries none, so the check that the cell is a task is off.
+c.ClearMarkScheme.enforce_metadata = False

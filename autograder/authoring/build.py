@@ -10,6 +10,10 @@ info string names a role become cells (any other fence stays in the prose):
     ```python check                 visible tests, read-only
     ```python graded=ID points=P    graded cell: hidden checks run here
     ```markdown question=ID points=P   a manually graded written answer
+    ```markdown readonly=ID         read-only prose; a `### BEGIN MARK SCHEME` ...
+                                    `### END MARK SCHEME` region in it is for TAs:
+                                    nbgrader leaves it out of the release, and grading
+                                    restores the cell, so formgrader shows it
 
 A line `<!-- split -->` splits prose into two markdown cells.
 """
@@ -22,7 +26,7 @@ from autograder.course import write_atomically
 
 from autograder.authoring.regions import read_regions
 
-ROLES = ("given", "answer", "check", "graded", "question")
+ROLES = ("given", "answer", "check", "graded", "question", "readonly")
 SPLIT = "<!-- split -->"
 
 
@@ -147,6 +151,12 @@ def build_cells(assignment, text, regions):
                 body, id=grade_id,
                 metadata=nbgrader_metadata(grade_id, grade=True, solution=True,
                                            points=_points(options, where))))
+        elif role == "readonly":
+            if language != "markdown":
+                raise ExerciseError(f"{where}: a read-only text is a ```markdown block")
+            grade_id = unique(options["readonly"], where)
+            cells.append(nbformat.v4.new_markdown_cell(
+                body, id=grade_id, metadata=nbgrader_metadata(grade_id, locked=True)))
     flush_prose(len(lines))
     return cells
 
