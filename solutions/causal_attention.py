@@ -252,5 +252,6 @@ def gpt2_tokenizer():
         raise RuntimeError(
             "Could not load tiktoken's 'gpt2' vocabulary (it is downloaded on first "
             "use, so this needs internet access once). Pass a tokenizer yourself, "
-            f"e.g. my_batch(..., tokenizer=my_tokenizer). Cause: {error}"
+            "e.g. my_batch(..., tokenizer=byte_tokenizer), the byte tokenizer built "
+            f"above Exercise 8b, which needs no download. Cause: {error}"
         ) from None
