@@ -113,13 +113,17 @@ def test_no_hidden_check_code_reaches_students(graded_examples):
         seen += 1
         leaked = [line for line in code if line in text]
         assert not leaked, f"{name} shows hidden check code: {leaked[:2]}"
-        for marker in ("BEGIN HIDDEN TESTS", "grade_here", "def test_", "autograder/checks"):
+        # ... nor the concept questions' rubric, which the graded notebooks keep for the TA
+        for marker in ("BEGIN HIDDEN TESTS", "grade_here", "def test_", "autograder/checks",
+                       "MARK SCHEME", "Rubric for the TA"):
             assert marker not in text, f"{name} shows {marker!r}"
     assert seen >= 3 * len(results)
     # The autograded notebooks (for TAs, in formgrader) keep the hidden test cells, as in
     # nbgrader, but those only call the checks: no check code is in them either.
     for notebook in (course / "autograded").rglob("*.ipynb"):
         assert not [line for line in code if line in notebook.read_text()]
+        if notebook.name == f"{ASSIGNMENT}.ipynb":  # formgrader shows the TA the concept questions' rubric
+            assert "Rubric for the TA" in notebook.read_text()
 
 
 def test_nbgrader_feedback_keeps_the_results(graded_examples):
