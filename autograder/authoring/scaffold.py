@@ -29,9 +29,15 @@ c.Execute.timeout = 120
 # Feedback shows students their results, never the hidden test cells' code:
 # nbgrader's own feedback keeps hidden tests unless told otherwise (issues #917, #1363).
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor  # noqa: E402
-from nbgrader.preprocessors import ClearHiddenTests, GetGrades  # noqa: E402
+from nbgrader.preprocessors import ClearHiddenTests, ClearMarkScheme, GetGrades  # noqa: E402
 
-c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, CSSHTMLHeaderPreprocessor]
+c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, ClearMarkScheme, CSSHTMLHeaderPreprocessor]
+
+# A read-only cell (```markdown readonly=ID in notebook.md) may hold a rubric for TAs between
+# ### BEGIN MARK SCHEME and ### END MARK SCHEME: the release leaves it out, grading restores the
+# cell, so formgrader shows it, and feedback (above) drops it. nbgrader expects mark schemes only
+# in task cells, which carry points of their own; a read-only cell carries none.
+c.ClearMarkScheme.enforce_metadata = False
 '''
 
 GITIGNORE = """__pycache__/
