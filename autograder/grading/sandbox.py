@@ -794,7 +794,7 @@ def _running(pid):
 
 # -- the student proxy -------------------------------------------------------------
 PROBES = ("kind", "value", "call", "call_with_modules", "new", "build", "structure", "parameters", "buffers",
-          "load_parameters", "forward", "vjp", "meta_forward", "sequence", "iterate")
+          "load_parameters", "forward", "vjp", "meta_forward", "sequence", "iterate", "origin", "replay")
 
 
 MAX_ERROR_TEXT = 2000  # characters of an error text from the sandbox that the grader reads

@@ -126,7 +126,7 @@ def _run_cells(shell, cells, deadline):
 
 def child_main(shell, spec, inbox, outbox, resources=None):
     from autograder import wire
-    from autograder.inside.student import NamespaceStudent
+    from autograder.inside.student import ModuleCalls, NamespaceStudent
     from autograder.wire import StudentError
 
     cells = wire.load_request(wire.read_frame(inbox))  # from the grader, never through the worker
@@ -156,10 +156,11 @@ def child_main(shell, spec, inbox, outbox, resources=None):
     # seed call with a stack trace for every GPU backend (about 2 ms)
     torch.default_generator.manual_seed(spec["seed"])
     deadline = time.monotonic() + spec["timeout"]
-    report = _run_cells(shell, cells, deadline)
+    with ModuleCalls() as calls:  # which module call made which tensor (a variable's origin)
+        report = _run_cells(shell, cells, deadline)
     wire.write_frame(outbox, wire.dump_reply(("ran", report)))
 
-    student = NamespaceStudent(shell.user_ns, resources)
+    student = NamespaceStudent(shell.user_ns, resources, calls=calls)
     while True:
         try:
             request = wire.load_request(wire.read_frame(inbox))

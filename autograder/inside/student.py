@@ -86,13 +86,72 @@ class _CpuWatch(TorchDispatchMode):
         return out
 
 
+class ModuleCalls:
+    """Which nn.Module call made which tensor, noted while a submission's cells run.
+
+    `with ModuleCalls() as calls:` around the cells installs global forward hooks: each
+    module call whose output is a tensor is noted with the module, its inputs, its mode
+    and the random state before it. A note lives as long as the output's storage, which
+    detach() and views share, so a notebook variable can be traced back to the call that
+    made it (`NamespaceStudent.origin`) and that call run again (`replay`); a tensor no
+    module returned (torch.randn of the right shape) traces to nothing.
+    """
+
+    KEEP = 4096  # notes on live outputs kept at most (the oldest go first)
+
+    def __init__(self):
+        self.notes = []  # (storage weak reference, module, args, kwargs, training, random state)
+        self._states = {}
+        self._handles = []
+        self._pruned_at = 16
+
+    def __enter__(self):
+        from torch.nn.modules import module as nn_module
+
+        self._handles = [nn_module.register_module_forward_pre_hook(self._before),
+                         nn_module.register_module_forward_hook(self._after, with_kwargs=True)]
+        return self
+
+    def __exit__(self, *exc):
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
+        self._states.clear()
+
+    def _before(self, module, args):
+        if module.training:  # only training mode draws random numbers (dropout)
+            self._states[id(module)] = torch.get_rng_state()
+
+    def _after(self, module, args, kwargs, output):
+        from torch.multiprocessing.reductions import StorageWeakRef
+
+        state = self._states.pop(id(module), None)
+        if type(output) is not torch.Tensor or output.device.type == "meta":
+            return
+        self.notes.append((StorageWeakRef(output.untyped_storage()), module, args, dict(kwargs),
+                           module.training, state))
+        if len(self.notes) > self._pruned_at:
+            self.notes = [note for note in self.notes if not note[0].expired()][-self.KEEP:]
+            self._pruned_at = 2 * len(self.notes) + 16
+
+    def made(self, tensor):
+        """The notes of the calls whose output shares `tensor`'s storage, oldest first (an
+        outer module's call ends after the calls inside it)."""
+        from torch.multiprocessing.reductions import StorageWeakRef
+
+        key = StorageWeakRef(tensor.untyped_storage())
+        return [note for note in self.notes if note[0] == key and not note[0].expired()]
+
+
 class NamespaceStudent:
     """Probes answered from a submission's namespace, in this process."""
 
-    def __init__(self, namespace, resources=None):
+    def __init__(self, namespace, resources=None, calls=None):
         self.namespace = namespace
         self.resources = resources  # {name: factory}, the assignment's RESOURCES
+        self.calls = calls  # the ModuleCalls noted while the cells ran, if any
         self._objects = {}
+        self._made = {}  # handle -> the note of the call that made a variable
 
     # -- helpers -----------------------------------------------------------
     def _get(self, name):
@@ -143,6 +202,46 @@ class NamespaceStudent:
         args, kwargs = self._arguments(args, kwargs)
         result = self._run(f"`{name}`", function, *args, **kwargs)
         return to_plain(result, f"`{name}`")
+
+    def origin(self, name, class_name):
+        """Which module call made the tensor `name` while the cells ran.
+
+        {"watched": False} where no calls were noted (grading in-process), else "found"; for a
+        found call also a "handle" for its module (structure, parameters, `replay`), the
+        module's "type", whether it is exactly the notebook's class `class_name` ("is_class"),
+        the shapes of its tensor inputs and whether it ran in training mode. A call of that
+        class is preferred; else the outermost call that returned the tensor."""
+        if self.calls is None:
+            return {"watched": False}
+        value = self._get(name)
+        notes = self.calls.made(value) if isinstance(value, torch.Tensor) else []
+        if not notes:
+            return {"watched": True, "found": False}
+        wanted = self.namespace.get(class_name)
+        note = ([n for n in notes if type(n[1]) is wanted] or notes)[-1]
+        _, module, args, kwargs, training, _ = note
+        handle = f"{type(module).__name__}#{len(self._objects)}"
+        self._objects[handle] = module
+        self._made[handle] = note
+        return {"watched": True, "found": True, "handle": handle, "type": type(module).__name__,
+                "is_class": type(module) is wanted,
+                "inputs": [list(a.shape) for a in list(args) + list(kwargs.values()) if isinstance(a, torch.Tensor)],
+                "training": bool(training)}
+
+    def replay(self, handle):
+        """The call behind `origin`'s handle made again: the same module, inputs, mode and
+        random state (so dropout drops the same weights)."""
+        _, module, args, kwargs, training, state = self._made[handle]
+        saved = torch.get_rng_state()
+        try:
+            if state is not None:
+                torch.set_rng_state(state)
+            module.train(training)
+            with torch.no_grad():
+                output = self._run("forward", module, *args, **kwargs)
+        finally:
+            torch.set_rng_state(saved)
+        return to_plain(output, "forward")
 
     # -- modules -------------------------------------------------------------
     def new(self, class_name, args=(), kwargs=None, seed=None):
