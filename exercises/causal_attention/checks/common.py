@@ -2,7 +2,8 @@
 import torch
 
 from autograder.grading.checklib import randn
-from autograder.grading.verdict import (brief, close, expect_tensor, fail, listed, name_mistake, no_known_mistake,
+from autograder.grading.verdict import (all_finite, brief, close, expect_tensor, fail, listed, max_difference,
+                                        name_mistake, no_known_mistake,
                                         shape_text, short)
 
 # "Your journey starts with one step": the book's six 3-d token embeddings.
@@ -69,6 +70,18 @@ def expect_no_leak(student, handle, x, make_later, what):
         if grad[:, t + 1:].abs().max() > 1e-6:
             fail(f"{what}: outputs at positions 0..{t} have a nonzero gradient with respect to"
                  " later inputs, so the future leaks into the past. Check the causal mask.")
+    # No leak is only worth something when the output depends on the past at all.
+    first = x.clone()
+    first[:, :1] = make_later(first[:, :1])
+    moved = expect_tensor(student.forward(handle, first), "The output", shape=before.shape)
+    if torch.allclose(before, after, atol=1e-5) and torch.allclose(before, moved, atol=1e-5):
+        fail(f"{what}: the output does not depend on the input at all (changing the tokens changed"
+             " no output), so there is nothing for the mask to hide. Compute it from x: queries, keys"
+             " and values, the masked attention weights, then weights @ values.", named=True)
+    if torch.allclose(before[:, 1:], moved[:, 1:], atol=1e-5):
+        fail(f"{what}: changing the first token changed none of the later outputs, but every token"
+             " should also attend to the tokens before it. Keep the past and the current token in the"
+             " mask (torch.tril) and hide only the future.")
 
 
 def expect_mask_buffer(student, handle, structure, class_name, context_length):
@@ -137,8 +150,9 @@ def random_scores(rng, shape):
     return randn(rng, *shape) * 4, d_out
 
 
-def expect_embeddings(student, name, shape):
-    """A notebook variable holding a module's output for a random batch."""
+def expect_embeddings(student, name, shape, class_name, input_shape):
+    """A notebook variable holding the output of the notebook's `class_name` on a random batch
+    of `input_shape`: traced to the module call that made it, and that call made again."""
     kind = student.kind(name)
     if kind == "missing":
         fail(f"`{name}` is not defined. Store the model's output in a variable with that name.")
@@ -152,6 +166,26 @@ def expect_embeddings(student, name, shape):
     if torch.equal(value, value[:1, :1].expand_as(value)):
         fail(f"Every row of `{name}` is the same row: the input had no information in it. Run"
              " the model on a random batch (torch.randn) and store its output.")
+    origin = student.origin(name, class_name)
+    if not origin["watched"]:  # graded in-process (stock nbgrader): no module calls were noted
+        return
+    if not origin["found"]:
+        fail(f"`{name}` has the right shape, but it did not come out of your {class_name}: no model"
+             f" call returned it. Build the model, run it on the batch and store what it returns,"
+             f" {name} = model(x_batch), not a tensor made to the expected shape.", named=True)
+    if not origin["is_class"]:
+        fail(f"`{name}` came out of a {short(origin['type'])}, not out of your {class_name}: run a"
+             f" {class_name} on the batch and store its output.", named=True)
+    if [tuple(s) for s in origin["inputs"]] != [tuple(input_shape)]:
+        got = ", ".join(shape_text(s) for s in origin["inputs"][:3]) or "no tensor"
+        fail(f"`{name}` came out of your {class_name}, but from an input of shape {got}; the exercise"
+             f" asks for a batch of shape {shape_text(input_shape)}.")
+    again = expect_tensor(student.replay(origin["handle"]), f"Your {class_name} on the same batch",
+                          shape=shape, finite=False)
+    if not close(again, value):
+        fail(f"`{name}` is no longer what your {class_name} returns for the batch it was computed"
+             f" from (largest difference {max_difference(again, value):.3g}): was it, or the model,"
+             f" changed afterwards? Store the model's output and leave it as it is.")
 
 
 def expect_registered_heads(structure, num_heads, head_params, class_name):
@@ -174,8 +208,20 @@ def expect_registered_heads(structure, num_heads, head_params, class_name):
              " num_heads, ...)?")
 
 
+IGNORES_QK = ("ignore the queries and keys: every visible token gets the same weight"
+              " (a plain average of the values). Compute the scores queries @ keys.transpose(...),"
+              " mask the future, scale and apply softmax.")
+
+
+def uniform_weights(scores):
+    """(weights, explanation) of attention that averages the visible tokens equally."""
+    n = scores.shape[-1]
+    keep = torch.tril(torch.ones(n, n))
+    return (keep / keep.sum(-1, keepdim=True)).expand_as(scores), "they " + IGNORES_QK
+
+
 def one_module_forward(x, params, num_heads, scale_by=None, split="transpose",
-                       merge="transpose", project=True, softmax_dim=-1):
+                       merge="transpose", project=True, softmax_dim=-1, uniform=False):
     """Multi-head attention from a parameter dict, with switches that reproduce
     common mistakes (used only to name a mistake in the feedback)."""
     batch, tokens, _ = x.shape
@@ -196,6 +242,8 @@ def one_module_forward(x, params, num_heads, scale_by=None, split="transpose",
     future = torch.triu(torch.ones(tokens, tokens, dtype=torch.bool), diagonal=1)
     weights = torch.softmax(scores.masked_fill(future, float("-inf")) / (scale_by or d_head) ** 0.5,
                             softmax_dim)
+    if uniform:
+        weights = uniform_weights(scores)[0]
     context = weights @ values
     if merge == "transpose":
         context = context.transpose(1, 2)
@@ -212,6 +260,7 @@ ONE_MODULE_MISTAKES = (
     ({"project": False}, "the output projection is missing: return self.projection(context)."),
     ({"softmax_dim": 1}, "softmax ran over the wrong dimension, dim=1 (the heads), which turns"
      " the masked -inf scores into NaN. Use dim=-1 (the keys)."),
+    ({"uniform": True}, "the attention weights " + IGNORES_QK),
 )
 
 
@@ -225,10 +274,23 @@ def one_module_mistakes(x, ref, num_heads):
     return variants
 
 
+def expect_weights_not_uniform(weights, what):
+    """Attention weights (..., n, n) that give every visible token the same weight ignore the
+    queries and keys: dropout on them, or their being causal, says nothing then."""
+    n = weights.shape[-1]
+    if n < 2 or not all_finite(weights):
+        return
+    uniform, explanation = uniform_weights(weights)
+    if close(weights, uniform):
+        fail(f"{what} are not right: {explanation}", named=True)
+
+
 def expect_dropout_on_weights(student, handle, x, heads=1):
     """With all-ones value vectors (and an identity output projection), each
     head's output block holds the sums of its attention weights: 1 in eval mode,
-    one number per row and head in training mode when dropout hits the weights."""
+    one number per row and head in training mode when dropout hits the weights.
+    (Whether those weights depend on the queries and keys is the caller's part:
+    `expect_weights_not_uniform`.)"""
     shape = tuple(x.shape)
     evaluated = expect_tensor(student.forward(handle, x), "The output", shape=shape)
     if not torch.allclose(evaluated, torch.ones(shape), atol=1e-5):
@@ -252,7 +314,8 @@ def causal_mistakes(x, ref):
     scores = (queries @ keys.transpose(1, 2)).masked_fill(future, float("-inf"))
     by_d_in = torch.softmax(scores / x.shape[-1] ** 0.5, dim=-1) @ values
     return [(by_d_in, "the scores are scaled by sqrt(d_in), the input size; scale them by"
-             " sqrt(d_out), the size of the queries and keys.")]
+             " sqrt(d_out), the size of the queries and keys."),
+            (uniform_weights(scores)[0] @ values, "the attention weights " + IGNORES_QK)]
 
 
 def language_model_mistakes(ids, ref):

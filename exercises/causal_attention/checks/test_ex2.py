@@ -3,6 +3,7 @@ import pytest
 import torch
 
 from autograder.grading.checklib import diagnosis, randn
+from autograder.grading.verdict import close, expect_tensor, fail, name_mistake
 from .common import (diagnose_weights, NOTEBOOK_QKT, expect_weights, random_scores, scale_mistakes, weights_from,
                      weights_probe)
 
@@ -48,6 +49,32 @@ def test_large_scores(student, reference, rng):
     expected = reference.mask_before_softmax
     diagnose_weights(weights_from(student, NAME, qkt, 4), expected(qkt, 4),
                      "For scores far from zero, the attention weights", mistakes(reference, qkt, 4))
+
+
+SOFTMAX_FIRST = ("softmax ran before the mask (Exercise 1's method): the future's large scores took all"
+                 " the weight, so the kept weights underflowed to 0 before renormalising. Here fill the"
+                 " future with float('-inf') before softmax, so it never counts.")
+
+
+@pytest.mark.weight(2)
+def test_future_far_above_past(student, reference, rng):
+    """Fills the future before softmax: future scores far above the past ones never count"""
+    # Softmax first gives every kept weight exp(past - future) = 0 in float32, and
+    # renormalising turns the rows into 0 / 0; a fill before softmax never sees the future.
+    n = 6
+    qkt = randn(rng, 2, n, n) * 2 + 1000 * torch.ones(n, n).triu(diagonal=1)
+    what = "For scores whose future is far above the past, the attention weights"
+    got = expect_tensor(weights_from(student, NAME, qkt, 4), what, shape=qkt.shape, finite=False)
+    expected = reference.mask_before_softmax(qkt, 4)
+    if close(got, expected):
+        return
+    name_mistake(got, [(reference.mask_after_softmax(qkt, 4), SOFTMAX_FIRST)] + mistakes(reference, qkt, 4), what)
+    # Softmax first, whatever the renormalising: every row that has a future is NaN or zero,
+    # while the last row (no future) is right. A mask mistake hides other rows.
+    dead = ~(got[..., :-1, :].nan_to_num(0.0).abs() > 1e-6).any(-1)
+    if dead.all() and close(got[..., -1, :], expected[..., -1, :]):
+        fail(f"{what} are NaN or zero in every row that has a future: {SOFTMAX_FIRST}", named=True)
+    diagnose_weights(got, expected, what, mistakes(reference, qkt, 4))
 
 
 test_diagnosis = diagnosis(weights_probe(NAME))

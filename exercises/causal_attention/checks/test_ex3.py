@@ -8,7 +8,8 @@ from autograder.grading.verdict import expect_tensor
 
 from autograder.grading.checklib import diagnosis, expect_reference_output, observe_module, paired, randn, student_forward
 from .common import (diagnose_weights, causal_mistakes, expect_dropout_on_weights, expect_mask_buffer,
-                     expect_moves_to_meta, expect_no_leak, JOURNEY, scale_mistakes)
+                     expect_moves_to_meta, expect_no_leak, expect_weights_not_uniform, JOURNEY, scale_mistakes,
+                     uniform_weights)
 
 NAME = "CausalAttention"
 VALUE_HINT = ("Check the scaling (sqrt(d_out)), the softmax dimension (-1) and that the"
@@ -52,21 +53,27 @@ def test_reference_values(student, reference, rng, tokens):
                             mistakes=causal_mistakes)
 
 
-def test_attention_weights(student, reference, rng):
-    """Attention weights: rows sum to 1, zero above the diagonal, correct values"""
+def observed_weights(student, reference, rng):
+    """(the student's attention weights in eval mode, the scores behind them), seen through
+    one-hot tokens and an identity value projection (output = weights)."""
     n, d = 7, 8
     w_q, w_k = randn(rng, d, d), randn(rng, d, d)
-    # With one-hot tokens and an identity value projection, output = weights.
     handle, _ = paired(student, reference, NAME, (d, d, 10), rng,
                        overrides={"W_query.weight": w_q, "W_key.weight": w_k,
                                   "W_value.weight": torch.eye(d)})
     x = torch.eye(d)[:n].unsqueeze(0)
     # NaNs are allowed here: where they are tells which mistake made them.
     got = expect_tensor(student.forward(handle, x), "The output", shape=(1, n, d), finite=False)[..., :n]
-    scores = (x @ w_q.T) @ (x @ w_k.T).transpose(1, 2)
+    return got, (x @ w_q.T) @ (x @ w_k.T).transpose(1, 2)
+
+
+def test_attention_weights(student, reference, rng):
+    """Attention weights: rows sum to 1, zero above the diagonal, correct values"""
+    got, scores = observed_weights(student, reference, rng)
+    d = 8
     expected = reference.mask_before_softmax(scores, d)
     diagnose_weights(got, expected, "The attention weights",
-                     scale_mistakes(reference.mask_before_softmax, scores, d))
+                     [uniform_weights(scores)] + scale_mistakes(reference.mask_before_softmax, scores, d))
 
 
 def test_no_future_leak(student, reference, rng):
@@ -83,6 +90,9 @@ def test_dropout_on_weights(student, reference, rng):
     handle, _ = paired(student, reference, NAME, (d, d, n), rng, overrides=overrides,
                        dropout=0.5, qkv_bias=True)
     expect_dropout_on_weights(student, handle, randn(rng, 4, n, d))
+    # ... and those weights must come from the queries and keys: dropout on a plain average
+    # of the values checks nothing about attention.
+    expect_weights_not_uniform(observed_weights(student, reference, rng)[0], "The attention weights")
 
 
 def test_moves_with_model(student, rng):

@@ -4,4 +4,4 @@ from .common import expect_embeddings
 
 def test_causal_embeddings(student):
     """`causal_embeddings` is the (20, 100, 768) output of CausalAttention(512, 768, 100)"""
-    expect_embeddings(student, "causal_embeddings", (20, 100, 768))
+    expect_embeddings(student, "causal_embeddings", (20, 100, 768), "CausalAttention", (20, 100, 512))

@@ -6,7 +6,8 @@ from autograder.grading.verdict import brief, expect_tensor, fail
 
 from autograder.grading.checklib import diagnosis, expect_reference_output, observe_module, paired, randn, student_forward
 from .common import (diagnose_weights, expect_dropout_on_weights, expect_mask_buffer, expect_moves_to_meta,
-                     expect_no_leak, JOURNEY, one_module_mistakes, scale_mistakes)
+                     expect_no_leak, expect_weights_not_uniform, JOURNEY, one_module_mistakes, scale_mistakes,
+                     uniform_weights)
 
 NAME = "MultiHeadAttentionOneModule"
 
@@ -63,9 +64,12 @@ def test_reference_values(student, reference, rng, tokens):
         mistakes=lambda x, ref: one_module_mistakes(x, ref, 3))
 
 
-def test_attention_weights(student, reference, rng):
-    """Each head's attention weights: rows sum to 1, zero above the diagonal, correct values"""
-    heads, d_head, n = 2, 6, 5
+HEADS, D_HEAD = 2, 6
+
+
+def observed_weights(student, reference, rng):
+    """(each head's attention weights in eval mode (1, heads, n, n), the scores behind them)."""
+    heads, d_head, n = HEADS, D_HEAD, 5
     d = heads * d_head
     w_q, w_k = randn(rng, d, d), randn(rng, d, d)
     # Identity value and output projections and tokens that are one-hot in every
@@ -77,10 +81,17 @@ def test_attention_weights(student, reference, rng):
     out = expect_tensor(student.forward(handle, x), "The output", shape=(1, n, d), finite=False)
     got = torch.stack([out[0, :, h * d_head: h * d_head + n] for h in range(heads)]).unsqueeze(0)
     split = lambda t: t.view(1, n, heads, d_head).transpose(1, 2)
-    scores = split(x @ w_q.T) @ split(x @ w_k.T).transpose(2, 3)
+    return got, split(x @ w_q.T) @ split(x @ w_k.T).transpose(2, 3)
+
+
+def test_attention_weights(student, reference, rng):
+    """Each head's attention weights: rows sum to 1, zero above the diagonal, correct values"""
+    got, scores = observed_weights(student, reference, rng)
+    d_head, d = D_HEAD, HEADS * D_HEAD
     weights = reference.mask_before_softmax
     diagnose_weights(got, weights(scores, d_head), "The attention weights of each head",
-                     [(weights(scores, d), "the scores are scaled by sqrt(d_out); each head"
+                     [uniform_weights(scores),
+                      (weights(scores, d), "the scores are scaled by sqrt(d_out); each head"
                        " needs sqrt(d_head).")] + scale_mistakes(weights, scores, d_head))
 
 
@@ -100,6 +111,9 @@ def test_dropout_on_weights(student, reference, rng):
     handle, _ = paired(student, reference, NAME, (d, d, heads, n), rng, overrides=overrides,
                        dropout=0.5, qkv_bias=True)
     expect_dropout_on_weights(student, handle, randn(rng, 4, n, d), heads=heads)
+    # ... and those weights must come from the queries and keys: dropout on a plain average
+    # of the values checks nothing about attention.
+    expect_weights_not_uniform(observed_weights(student, reference, rng)[0], "The attention weights of each head")
 
 
 def test_moves_with_model(student, rng):

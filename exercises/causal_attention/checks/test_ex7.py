@@ -4,4 +4,4 @@ from .common import expect_embeddings
 
 def test_onemodule_embeddings(student):
     """`onemodule_embeddings` is the (40, 80, 1536) output of MultiHeadAttentionOneModule"""
-    expect_embeddings(student, "onemodule_embeddings", (40, 80, 1536))
+    expect_embeddings(student, "onemodule_embeddings", (40, 80, 1536), "MultiHeadAttentionOneModule", (40, 80, 768))
