@@ -283,3 +283,105 @@ def test_short_lists_read_as_before_and_long_ones_are_capped():
     assert brief(many).endswith(f"\u2026 and {10_000 - MAX_NAMES:,} more}}") and len(brief(many)) < 400
     assert len(listed(["n" * 10**6] * 10**4)) < 1000 and len(brief("z" * 10**6)) < 200
     assert len(shape_text(range(10**5))) < 100
+
+
+# -- the holes of issue 34: checks that gave points for nothing ------------------------------------
+@pytest.fixture(scope="module")
+def traced():
+    """The solutions run as the sandbox runs a notebook: with every module call noted."""
+    import contextlib
+    import io
+
+    from autograder.authoring.reference import solved_namespace
+    from autograder.inside.student import ModuleCalls
+
+    with ModuleCalls() as calls, contextlib.redirect_stdout(io.StringIO()):
+        namespace = solved_namespace(ASSIGNMENT.solutions)
+    return namespace, calls
+
+
+def failed(results, cell):
+    return {c.name: c.message for c in results[cell].checks if not c.passed}
+
+
+def test_module_calls_trace_a_tensor_to_the_call_that_made_it_and_make_it_again():
+    from autograder.inside.student import ModuleCalls
+
+    class Noisy(torch.nn.Module):  # dropout in training mode: a replay needs the same random state
+        def __init__(self):
+            super().__init__()
+            self.linear, self.dropout = torch.nn.Linear(4, 4), torch.nn.Dropout(0.5)
+
+        def forward(self, x):
+            return self.dropout(self.linear(x))
+
+    with ModuleCalls() as calls:
+        model = Noisy()
+        kept = model(torch.randn(3, 4)).detach()  # detach() shares the output's storage
+        for _ in range(200):  # outputs that die leave no notes behind
+            model(torch.randn(3, 4))
+    assert len(calls.notes) < 64
+    namespace = {"Noisy": Noisy, "kept": kept, "made_up": torch.randn(3, 4), "model": model}
+    student = NamespaceStudent(namespace, calls=calls)
+    origin = student.origin("kept", "Noisy")
+    assert origin == {"watched": True, "found": True, "handle": origin["handle"], "type": "Noisy",
+                      "is_class": True, "inputs": [[3, 4]], "training": True}
+    assert torch.equal(student.replay(origin["handle"]), kept)  # the same weights dropped
+    assert not torch.equal(student.forward(student.new("Noisy"), torch.randn(3, 4), train=True), kept)
+    assert student.origin("made_up", "Noisy") == {"watched": True, "found": False}
+    assert NamespaceStudent(namespace).origin("kept", "Noisy") == {"watched": False}
+    model(torch.randn(3, 4))  # after the cells ran nothing more is noted
+    # the dropout inside returned the same tensor: the call of the class asked for is the one traced
+    assert [type(note[1]).__name__ for note in calls.made(kept)] == ["Dropout", "Noisy"]
+    assert student.origin("kept", "Noisy")["type"] == "Noisy"
+
+
+@pytest.mark.parametrize("cell, name, shape", [("ex4", "causal_embeddings", (20, 100, 768)),
+                                               ("ex5", "multihead_embeddings", (20, 100, 768)),
+                                               ("ex7", "onemodule_embeddings", (40, 80, 1536))])
+def test_a_placeholder_of_the_right_shape_is_not_a_models_output(traced, cell, name, shape):
+    namespace, calls = traced
+    honest = run_checks(ASSIGNMENT, NamespaceStudent(namespace, calls=calls), [cell], seed=0)
+    assert failed(honest, cell) == {}
+    placeholder = run_checks(ASSIGNMENT, NamespaceStudent({**namespace, name: torch.randn(shape)}, calls=calls),
+                             [cell], seed=0)
+    assert "did not come out of" in failed(placeholder, cell)[f"test_{name}"]
+    changed = namespace[name].clone()
+    changed[0, 0, 0] += 1.0  # not what the model returned any more
+    tampered = run_checks(ASSIGNMENT, NamespaceStudent({**namespace, name: changed}, calls=calls), [cell], seed=0)
+    assert "did not come out of" in failed(tampered, cell)[f"test_{name}"]
+
+
+def test_exercise_1s_method_in_exercise_2_loses_points(solved):
+    ex1_method = with_edit(solved, "ex2_answer", '''    masked = qkt.masked_fill(keep == 0, float("-inf"))
+    return torch.softmax(masked / math.sqrt(d_out), dim=-1)''', '''    weights = torch.softmax(qkt / math.sqrt(d_out), dim=-1) * keep
+    return weights / weights.sum(dim=-1, keepdim=True)''')
+    lost = failed(run_checks(ASSIGNMENT, NamespaceStudent(ex1_method), ["ex2"], seed=0), "ex2")
+    assert list(lost) == ["test_future_far_above_past"]
+    assert "softmax ran before the mask" in lost["test_future_far_above_past"]
+    assert failed(run_checks(ASSIGNMENT, NamespaceStudent(solved), ["ex2"], seed=0), "ex2") == {}
+    guarded = with_edit(solved, "ex2_answer", '''    masked = qkt.masked_fill(keep == 0, float("-inf"))
+    return torch.softmax(masked / math.sqrt(d_out), dim=-1)''', '''    weights = torch.softmax(qkt / math.sqrt(d_out), dim=-1) * keep
+    return weights / (weights.sum(dim=-1, keepdim=True) + 1e-12)''')  # no 0 / 0: rows of zeros instead
+    lost = failed(run_checks(ASSIGNMENT, NamespaceStudent(guarded), ["ex2"], seed=0), "ex2")
+    assert "softmax ran before the mask" in lost["test_future_far_above_past"]
+    diagonal = with_edit(solved, "ex2_answer", "torch.ones(n, n, device=qkt.device))",
+                         "torch.ones(n, n, device=qkt.device), diagonal=-1)")  # NaN in the first row only
+    lost = failed(run_checks(ASSIGNMENT, NamespaceStudent(diagonal), ["ex2"], seed=0), "ex2")
+    assert "hides the diagonal" in lost["test_future_far_above_past"]
+
+
+def test_an_output_independent_of_the_input_earns_no_no_leak_points(solved):
+    nothing = with_edit(solved, "ex3_answer", "        B, N, _ = x.shape\n",
+                        "        B, N, _ = x.shape\n        return torch.zeros(B, N, self.d_out) + 0 * x.sum()\n")
+    lost = failed(run_checks(ASSIGNMENT, NamespaceStudent(nothing), ["ex3"], seed=0), "ex3")
+    assert "does not depend on the input" in lost["test_no_future_leak"]
+
+
+def test_attention_that_ignores_queries_and_keys_earns_no_dropout_points(solved):
+    uniform = with_edit(solved, "ex3_answer", '''        weights = torch.softmax(scores / math.sqrt(self.d_out), dim=-1)''', '''        keep = self.mask[:N, :N]
+        weights = (keep / keep.sum(dim=-1, keepdim=True)).expand(B, N, N)''')
+    lost = failed(run_checks(ASSIGNMENT, NamespaceStudent(uniform), ["ex3"], seed=0), "ex3")
+    assert "ignore the queries and keys" in lost["test_dropout_on_weights"]
+    assert "ignore the queries and keys" in lost["test_attention_weights"]
+    assert "test_no_future_leak" not in lost  # it is causal: that check's points are its own
