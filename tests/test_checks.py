@@ -331,6 +331,15 @@ def test_module_calls_trace_a_tensor_to_the_call_that_made_it_and_make_it_again(
     assert student.origin("made_up", "Noisy") == {"watched": True, "found": False}
     assert NamespaceStudent(namespace).origin("kept", "Noisy") == {"watched": False}
     model(torch.randn(3, 4))  # after the cells ran nothing more is noted
+    with ModuleCalls() as direct:  # model.forward(x) skips the hooks; the class notes it itself
+        class Plain(torch.nn.Module):
+            def forward(self, x):
+                return x * 2
+
+        forwarded = Plain().forward(torch.ones(2))
+    assert torch.nn.Module.__dict__.get("__init_subclass__") is None  # put back
+    traced_forward = NamespaceStudent({"Plain": Plain, "forwarded": forwarded}, calls=direct)
+    assert traced_forward.origin("forwarded", "Plain")["is_class"]
     # the dropout inside returned the same tensor: the call of the class asked for is the one traced
     assert [type(note[1]).__name__ for note in calls.made(kept)] == ["Dropout", "Noisy"]
     assert student.origin("kept", "Noisy")["type"] == "Noisy"
