@@ -325,8 +325,10 @@ def test_module_calls_trace_a_tensor_to_the_call_that_made_it_and_make_it_again(
     student = NamespaceStudent(namespace, calls=calls)
     origin = student.origin("kept", "Noisy")
     assert origin == {"watched": True, "found": True, "handle": origin["handle"], "type": "Noisy",
-                      "is_class": True, "inputs": [[3, 4]], "training": True}
+                      "is_class": True, "inputs": [[3, 4]], "training": True, "changed": False}
     assert torch.equal(student.replay(origin["handle"]), kept)  # the same weights dropped
+    kept.mul_(1)  # an in-place change, even one that keeps the values, is seen (version counter)
+    assert student.origin("kept", "Noisy")["changed"] is True
     assert not torch.equal(student.forward(student.new("Noisy"), torch.randn(3, 4), train=True), kept)
     assert student.origin("made_up", "Noisy") == {"watched": True, "found": False}
     assert NamespaceStudent(namespace).origin("kept", "Noisy") == {"watched": False}
@@ -359,6 +361,14 @@ def test_a_placeholder_of_the_right_shape_is_not_a_models_output(traced, cell, n
     changed[0, 0, 0] += 1.0  # not what the model returned any more
     tampered = run_checks(ASSIGNMENT, NamespaceStudent({**namespace, name: changed}, calls=calls), [cell], seed=0)
     assert "did not come out of" in failed(tampered, cell)[f"test_{name}"]
+
+
+    class ChangedInPlace(NamespaceStudent):  # as origin answers once the variable was changed in place
+        def origin(self, *args):
+            return {**super().origin(*args), "changed": True}
+
+    changed_in_place = run_checks(ASSIGNMENT, ChangedInPlace(namespace, calls=calls), [cell], seed=0)
+    assert "changed in place" in failed(changed_in_place, cell)[f"test_{name}"]
 
 
 def test_exercise_1s_method_in_exercise_2_loses_points(solved):

@@ -86,6 +86,14 @@ class _CpuWatch(TorchDispatchMode):
         return out
 
 
+def _version(tensor):
+    """torch's in-place version counter of `tensor` (None for an inference tensor, which has none)."""
+    try:
+        return tensor._version
+    except RuntimeError:
+        return None
+
+
 class ModuleCalls:
     """Which nn.Module call made which tensor, noted while a submission's cells run.
 
@@ -165,7 +173,7 @@ class ModuleCalls:
         if type(output) is not torch.Tensor or output.device.type == "meta" or not self._handles:
             return
         self.notes.append((StorageWeakRef(output.untyped_storage()), module, args, dict(kwargs),
-                           module.training, state))
+                           module.training, state, _version(output)))
         if len(self.notes) > self._pruned_at:
             self.notes = [note for note in self.notes if not note[0].expired()][-self.KEEP:]
             self._pruned_at = 2 * len(self.notes) + 16
@@ -245,8 +253,11 @@ class NamespaceStudent:
         {"watched": False} where no calls were noted (grading in-process), else "found"; for a
         found call also a "handle" for its module (structure, parameters, `replay`), the
         module's "type", whether it is exactly the notebook's class `class_name` ("is_class"),
-        the shapes of its tensor inputs and whether it ran in training mode. A call of that
-        class is preferred; else the outermost call that returned the tensor."""
+        the shapes of its tensor inputs, whether it ran in training mode, and whether the
+        tensor was "changed" in place since that call returned it (torch's version counter,
+        shared by views and detach(): free to read, where running the call again costs what
+        the call cost). A call of that class is preferred; else the outermost call that
+        returned the tensor."""
         if self.calls is None:
             return {"watched": False}
         value = self._get(name)
@@ -255,19 +266,19 @@ class NamespaceStudent:
             return {"watched": True, "found": False}
         wanted = self.namespace.get(class_name)
         note = ([n for n in notes if type(n[1]) is wanted] or notes)[-1]
-        _, module, args, kwargs, training, _ = note
+        _, module, args, kwargs, training, _, version = note
         handle = f"{type(module).__name__}#{len(self._objects)}"
         self._objects[handle] = module
         self._made[handle] = note
         return {"watched": True, "found": True, "handle": handle, "type": type(module).__name__,
                 "is_class": type(module) is wanted,
                 "inputs": [list(a.shape) for a in list(args) + list(kwargs.values()) if isinstance(a, torch.Tensor)],
-                "training": bool(training)}
+                "training": bool(training), "changed": version is not None and _version(value) != version}
 
     def replay(self, handle):
         """The call behind `origin`'s handle made again: the same module, inputs, mode and
         random state (so dropout drops the same weights)."""
-        _, module, args, kwargs, training, state = self._made[handle]
+        _, module, args, kwargs, training, state, _ = self._made[handle]
         saved = torch.get_rng_state()
         try:
             if state is not None:

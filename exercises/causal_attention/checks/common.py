@@ -2,7 +2,7 @@
 import torch
 
 from autograder.grading.checklib import randn
-from autograder.grading.verdict import (all_finite, brief, close, expect_tensor, fail, listed, max_difference,
+from autograder.grading.verdict import (all_finite, close, expect_tensor, fail, listed,
                                         name_mistake, no_known_mistake,
                                         shape_text, short)
 
@@ -180,12 +180,11 @@ def expect_embeddings(student, name, shape, class_name, input_shape):
         got = ", ".join(shape_text(s) for s in origin["inputs"][:3]) or "no tensor"
         fail(f"`{name}` came out of your {class_name}, but from an input of shape {got}; the exercise"
              f" asks for a batch of shape {shape_text(input_shape)}.")
-    again = expect_tensor(student.replay(origin["handle"]), f"Your {class_name} on the same batch",
-                          shape=shape, finite=False)
-    if not close(again, value):
-        fail(f"`{name}` is no longer what your {class_name} returns for the batch it was computed"
-             f" from (largest difference {max_difference(again, value):.3g}): was it, or the model,"
-             f" changed afterwards? Store the model's output and leave it as it is.")
+    # Changed in place since the call returned it? (torch's version counter: running the call
+    # again would tell too, but costs what the call cost, about 0.3 s a cell on these batches.)
+    if origin.get("changed"):
+        fail(f"`{name}` came out of your {class_name}, but it was changed in place afterwards, so it is"
+             f" no longer what the model returned. Store the model's output and leave it as it is.")
 
 
 def expect_registered_heads(structure, num_heads, head_params, class_name):
