@@ -24,7 +24,7 @@ os.environ[selfcheck.TRUSTED_ENV] = os.pathsep.join(
 
 def pytest_addoption(parser):
     parser.addoption("--full", action="store_true",
-                     help="also run the tests marked slow: what CI runs (about 10 minutes on 2 cores)")
+                     help="also run the tests marked slow: what CI runs (about 30 minutes on 2 cores)")
 
 
 def pytest_configure(config):
