@@ -597,3 +597,26 @@ def test_a_release_unsafe_to_warm_up_on_is_tried_once_and_left_out(release, why)
         expect_reusable(box)
     finally:
         box.close()
+
+
+def test_agent_folders_nobody_holds_are_swept_and_a_held_one_is_kept(tmp_path, monkeypatch):
+    """Each version of the sandbox's code or settings gets a folder; one no sandbox holds
+    any more (an older version, a killed run) goes when the next sandbox prepares."""
+    from autograder.grading import sandbox as sandbox_module
+
+    monkeypatch.setattr(sandbox_module, "shared_temp_dir", lambda: tmp_path)
+    uid = os.geteuid()
+    stale, held = tmp_path / f"autograder-agent-{uid}-0000stale", tmp_path / f"autograder-agent-{uid}-0000held"
+    young = tmp_path / f"autograder-agent-{uid}-0000young"
+    for folder in (stale, held, young):
+        (folder / "autograder").mkdir(parents=True)
+    for folder in (stale, held):
+        os.utime(folder, (time.time() - 3600, time.time() - 3600))
+    lock = sandbox_module.hold_agent_dir(held)  # a sandbox of another batch still runs on it
+    try:
+        box = Sandbox(0, extra_files={"settings.json": b"{}"})
+        box.prepare()
+        assert box.agent.exists() and box.agent_lock is not None
+        assert not stale.exists() and held.exists() and young.exists()
+    finally:
+        os.close(lock)

@@ -186,6 +186,7 @@ def _agent_dir(extra=None):
     sources.update(extra or {})
     digest = hashlib.sha256(b"".join(name.encode() + b"\0" + sources[name] for name in sorted(sources))).hexdigest()[:16]
     folder = shared_temp_dir() / f"autograder-agent-{os.geteuid()}-{digest}"
+    _sweep_agent_dirs(keep=folder)
     if _trusted_copy(folder, sources):
         return folder
     staging = _private_copy(sources)
@@ -194,6 +195,45 @@ def _agent_dir(extra=None):
     except OSError:
         shutil.rmtree(staging, ignore_errors=True)
     return folder if _trusted_copy(folder, sources) else _private_copy(sources)
+
+
+AGENT_DIR_GRACE = 600  # seconds: a folder younger than this may be about to be used
+
+
+def hold_agent_dir(folder):
+    """A shared lock on `folder` for as long as a sandbox may use it (the descriptor is kept
+    by the Sandbox); `_sweep_agent_dirs` removes only folders nobody holds."""
+    import fcntl
+
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    fcntl.flock(fd, fcntl.LOCK_SH)
+    return fd
+
+
+def _sweep_agent_dirs(keep):
+    """Remove this user's agent folders that no sandbox holds (older versions of the code,
+    other assignments' settings, runs that were killed): each version used to stay in the
+    temporary folder for good, one more with every change of the sandbox's code or settings."""
+    import fcntl
+
+    for folder in keep.parent.glob(f"autograder-agent-{os.geteuid()}-*"):
+        try:
+            info = folder.lstat()
+            if folder == keep or info.st_uid != os.geteuid() or time.time() - info.st_mtime < AGENT_DIR_GRACE:
+                continue
+            fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # nobody holds it: nobody runs on it
+            shutil.rmtree(folder, ignore_errors=True)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
 
 
 def _trusted_copy(folder, sources):
@@ -222,7 +262,7 @@ def shared_temp_dir():
 
 
 def _private_copy(sources):
-    folder = Path(tempfile.mkdtemp(prefix="autograder-agent-", dir=shared_temp_dir()))
+    folder = Path(tempfile.mkdtemp(prefix=f"autograder-agent-{os.geteuid()}-", dir=shared_temp_dir()))
     (folder / "autograder").mkdir()
     (folder / "autograder" / "__init__.py").write_text("")
     for name, content in sources.items():
@@ -430,6 +470,7 @@ class Sandbox:
         self.channel = None
         self.deadline = None
         self.agent = None
+        self.agent_lock = None  # a shared lock on the agent folder while this sandbox may use it
         self.scratch = None
         self.stderr_path = None  # launched for another process: where its error output goes
         self.last_cpu = None
@@ -491,14 +532,28 @@ class Sandbox:
         """Use a sandbox that another process launched (and will reap, after the batch)."""
         self.close()
         self.agent, self.scratch, self.control = Path(handover.agent), handover.scratch, handover.control
+        self._release_agent()
+        self.agent_lock = hold_agent_dir(self.agent)
         errors = open(handover.stderr_path, "rb")
         os.unlink(handover.stderr_path)  # ours alone now; gone once closed
         self.process = AdoptedProcess(handover.pid, errors)
 
     def prepare(self):
         """Everything before the process: the sandbox's own code folder (shared and reused)."""
-        if self.agent is None:
-            self.agent = _agent_dir(self.extra_files)
+        for _ in range(3):  # another grader may be sweeping it away just now: then make it again
+            if self.agent is None:
+                self.agent = _agent_dir(self.extra_files)
+            if self.agent_lock is None:
+                self.agent_lock = hold_agent_dir(self.agent)
+            if self.agent_lock is not None and os.fstat(self.agent_lock).st_nlink > 0:
+                return
+            self._release_agent()
+            self.agent = None
+
+    def _release_agent(self):
+        if self.agent_lock is not None:
+            os.close(self.agent_lock)
+            self.agent_lock = None
 
     def await_hello(self):
         try:
