@@ -15,7 +15,7 @@ from rich.table import Table
 
 from autograder.course import Course, CourseError, write_atomically
 from autograder.record import ERROR, GRADED
-from autograder.outputs.untrusted import for_terminal as shown
+from autograder.untrusted import for_terminal as shown
 
 console = Console(width=None if Console().is_terminal else 140)  # no cramped tables in logs
 
@@ -133,7 +133,7 @@ def _print_release_warm_up(what):
 
 def cmd_demo(args):
     """Build and release, then grade the example submissions with `autograder grade`."""
-    from autograder.grading.batch import grade_batch
+    from autograder.runs.batch import grade_batch
     from autograder.authoring.build import write_source
     from autograder.authoring.examples import write_examples
     from autograder.authoring.nbgrader_steps import generate_assignment
@@ -159,7 +159,7 @@ def cmd_demo(args):
 
 def cmd_grade(args):
     """Grade submissions in sandboxes; results, grades.csv and the gradebook."""
-    from autograder.grading.batch import grade_batch
+    from autograder.runs.batch import grade_batch
 
     assignment = _assignment(args)
     scheduler = None
@@ -180,7 +180,7 @@ def cmd_grade(args):
             task = progress.add_task("grading", total=None)
         progress.update(task, advance=1, description=shown(result.student_id, 60))
 
-    from autograder.grading.late import LateError, read_times
+    from autograder.runs.late import LateError, read_times
     from autograder.outputs.lms import RosterError, read_roster
 
     try:
@@ -266,7 +266,7 @@ def _graded(args, folder):
 
 def cmd_feedback(args):
     """(Re)write feedback/<student>.html and report.html from the results of earlier runs."""
-    from autograder.grading.batch import read_source, write_pages
+    from autograder.runs.batch import read_source, write_pages
 
     assignment, out_dir, results = _graded(args, args.out)
     if not results:
@@ -282,7 +282,7 @@ def cmd_feedback(args):
 
 def cmd_gradescope(args):
     """Write the Gradescope autograder zip for an assignment."""
-    from autograder.outputs.gradescope import build_bundle
+    from autograder.runs.gradescope import build_bundle
 
     assignment = _assignment(args)
     target = build_bundle(assignment, args.out or assignment.course.root / "dist" / f"{args.assignment}-gradescope.zip",
@@ -294,8 +294,8 @@ def cmd_gradescope(args):
 
 def cmd_export(args):
     """Write the autograded totals as Canvas's or Moodle's gradebook import CSV."""
-    from autograder.grading.submissions import grade_cells
-    from autograder.grading.batch import read_source
+    from autograder.grading.notebook import grade_cells
+    from autograder.runs.batch import read_source
     from autograder.outputs import lms
 
     assignment, out_dir, results = _graded(args, args.results)
@@ -325,8 +325,8 @@ def cmd_export(args):
 
 def cmd_similarity(args):
     """Rank pairs of students by similar answers and shared wrong results (evidence, not a verdict)."""
-    from autograder.grading.batch import read_release, read_source, write_pages
-    from autograder.outputs.similarity import write_report
+    from autograder.runs.batch import read_release, read_source, write_pages
+    from autograder.runs.similarity import write_report
 
     assignment, out_dir, results = _graded(args, args.results)
     if not results:

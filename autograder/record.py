@@ -65,10 +65,10 @@ class Result:
     cell_errors: list = field(default_factory=list)  # CellError
     path: str = ""  # the submitted file
     notebook_sha256: str = ""
-    answers_key: str = ""  # what was run and how (see grading/identical.py): equal keys, equal results
+    answers_key: str = ""  # what was run and how (see runs/identical.py): equal keys, equal results
     reused: bool = False  # copied from an identical answer's result instead of run again
     # Why identical answers in a later batch may be given this result without running them
-    # ("" = they may not: its process died, was killed or timed out; see grading/identical.py).
+    # ("" = they may not: its process died, was killed or timed out; see runs/identical.py).
     reusable: str = ""
     seed: int = None
     submitted_at: str = ""  # ISO time the submission was handed in, when known

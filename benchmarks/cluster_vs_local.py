@@ -36,7 +36,7 @@ SEED, LIMITS = 5, {"timeout": 10.0}
 
 def grade(course, out, scheduler=None, jobs=2):
     from autograder.course import Course
-    from autograder.grading.batch import grade_batch
+    from autograder.runs.batch import grade_batch
 
     started = time.perf_counter()
     report = grade_batch(Course(course).assignment("causal_attention"), [course / "submitted"], out_dir=out,

@@ -138,8 +138,8 @@ class InProcess:
         from IPython.core.interactiveshell import InteractiveShell
 
         from autograder.course import Course
-        from autograder.grading.runner import CheckSession
-        from autograder.grading.submissions import read_notebook, sanitize
+        from autograder.checks.runner import CheckSession
+        from autograder.grading.notebook import read_notebook, sanitize
 
         torch.set_num_threads(1)
         source = nbformat.read(course / "source/causal_attention/causal_attention.ipynb", as_version=4)

@@ -38,7 +38,7 @@ def make_class(tmp, n, untouched, copies, sign):
     from autograder.authoring import corpus
     from autograder.authoring.examples import filled_notebook
     from autograder.course import Course
-    from autograder.grading.submissions import grade_cells
+    from autograder.grading.notebook import grade_cells
 
     course = new_course(tmp)
     assignment = Course(course).assignment(ASSIGNMENT)

@@ -19,8 +19,8 @@ sys.path.insert(0, str(HERE / "tests"))
 import nbformat  # noqa: E402
 
 from autograder.authoring.corpus import load, notebook  # noqa: E402
-from autograder.grading.submissions import grade_cells  # noqa: E402
-from autograder.outputs.similarity import write_report  # noqa: E402
+from autograder.grading.notebook import grade_cells  # noqa: E402
+from autograder.runs.similarity import write_report  # noqa: E402
 from autograder.record import GRADED, CellScore, CheckOutcome, Result  # noqa: E402
 from helpers import assignment_of, signed  # noqa: E402
 

@@ -8,7 +8,7 @@ replaces them with a stub in the release. Everything else in a region is given
 code that students see as is.
 
 Regions named `*_script` build the variables Exercises 4, 5 and 7 ask for. They
-run when the notebook runs, but `autograder.authoring.reference` skips them so the
+run when the notebook runs, but `autograder.course.reference` skips them so the
 hidden checks do not pay for those large tensors.
 """
 

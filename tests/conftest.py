@@ -5,7 +5,7 @@ import os
 import pytest
 
 from autograder.grading import selfcheck
-from autograder.authoring.reference import solved_namespace
+from autograder.course.reference import solved_namespace
 from autograder.grading.sandbox import isolation
 from autograder.authoring.validate import release_namespace
 
@@ -88,7 +88,7 @@ def graded_examples(tmp_path_factory):
     Returns (course folder, {student: result})."""
     import nbformat
 
-    from autograder.grading.batch import grade_batch
+    from autograder.runs.batch import grade_batch
     from autograder.authoring.examples import write_examples
     from helpers import assignment_of, make_notebook
 

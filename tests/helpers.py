@@ -37,7 +37,7 @@ def example(student):
 
 def signed(notebook, label):
     """A copy of `notebook` whose first answer cell ends with a comment naming `label`: the same
-    behaviour, but answers of its own (identical answers are graded once, see grading/identical.py)."""
+    behaviour, but answers of its own (identical answers are graded once, see runs/identical.py)."""
     import copy
 
     notebook = copy.deepcopy(notebook)
@@ -147,7 +147,7 @@ def make_realistic_class(tmp, n, order_seed=None):
     from autograder.authoring import corpus
     from autograder.authoring.examples import filled_notebook
     from autograder.course import Course
-    from autograder.grading.submissions import grade_cells
+    from autograder.grading.notebook import grade_cells
 
     course = new_course(tmp)
     assignment = Course(course).assignment("causal_attention")

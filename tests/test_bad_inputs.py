@@ -157,7 +157,7 @@ def test_a_rerun_grades_nothing_again_and_says_the_same(bad_class):
 
 # -- the pieces, without a sandbox -------------------------------------------------------------
 def test_names_that_cannot_be_ids_are_renamed_the_same_way_every_time(tmp_path):
-    from autograder.grading.submissions import discover
+    from autograder.runs.intake import discover
 
     for name in (".batch", "...", OSC_52, "x" * 200, "ada", "Zoë", "[red]loud", "=SUM(1)"):
         folder = tmp_path / "submitted" / name / ASSIGNMENT
@@ -186,7 +186,7 @@ def test_a_notebook_of_150000_cells_is_refused_cheaply_and_clearly(tmp_path):
     import resource
     import time
 
-    from autograder.grading.submissions import InvalidNotebook, read_notebook
+    from autograder.grading.notebook import InvalidNotebook, read_notebook
 
     cells = [{"cell_type": "code", "id": f"c{i}", "metadata": {}, "source": "x = 1", "outputs": [],
               "execution_count": None} for i in range(150_000)]
@@ -202,8 +202,8 @@ def test_a_notebook_of_150000_cells_is_refused_cheaply_and_clearly(tmp_path):
 
 
 def test_tampering_notes_are_bounded_in_number_and_length():
-    from autograder.grading.batch import read_release, read_source
-    from autograder.grading.submissions import MAX_TAMPERING_NOTES, sanitize
+    from autograder.runs.batch import read_release, read_source
+    from autograder.grading.notebook import MAX_TAMPERING_NOTES, sanitize
     from helpers import assignment_of
 
     notebook = example("ada")
@@ -217,7 +217,7 @@ def test_tampering_notes_are_bounded_in_number_and_length():
 
 
 def test_a_named_pipe_called_ipynb_is_refused_at_once_not_waited_on(tmp_path):
-    from autograder.grading.submissions import sha256
+    from autograder.grading.notebook import sha256
 
     pipe = tmp_path / "causal_attention.ipynb"
     os.mkfifo(pipe)
@@ -229,7 +229,7 @@ def test_a_named_pipe_called_ipynb_is_refused_at_once_not_waited_on(tmp_path):
 
 def test_the_note_for_many_notebooks_names_a_few_and_counts_the_rest(tmp_path):
     from autograder.grading.submission import ignored_note
-    from autograder.grading.submissions import Submission
+    from autograder.grading.notebook import Submission
 
     submission = Submission("dup", tmp_path / "a.ipynb", ignored=[str(tmp_path / f"copy{i}\x1b.ipynb") for i in range(500)])
     note = ignored_note(submission)

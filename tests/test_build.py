@@ -7,7 +7,7 @@ import pytest
 
 from autograder.authoring.build import ExerciseError, build_cells, notebook_text, build_notebook
 from autograder.authoring.nbgrader_steps import generate_assignment
-from autograder.authoring.regions import read_regions
+from autograder.course.regions import read_regions
 
 from helpers import COURSE, assignment_of
 

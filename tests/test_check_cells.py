@@ -20,8 +20,8 @@ import pytest
 import torch
 
 from autograder.authoring.examples import filled_notebook
-from autograder.authoring.reference import solved_namespace
-from autograder.grading.submissions import sanitize
+from autograder.course.reference import solved_namespace
+from autograder.grading.notebook import sanitize
 
 from helpers import COURSE
 

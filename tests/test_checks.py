@@ -3,9 +3,9 @@ import pytest
 import torch
 
 from autograder.course import copy_assignment
-from autograder.authoring.regions import read_regions, strip_solution_markers
-from autograder.grading.plugin import CheckResult, withhold_unearned
-from autograder.grading.runner import CheckSession, ChecksBroken, run_checks
+from autograder.course.regions import read_regions, strip_solution_markers
+from autograder.checks.plugin import CheckResult, withhold_unearned
+from autograder.checks.runner import CheckSession, ChecksBroken, run_checks
 from autograder.inside.student import NamespaceStudent
 
 from helpers import assignment_of, new_course
@@ -162,7 +162,7 @@ def test_a_students_error_names_their_line_and_says_what_went_wrong():
     pointed out."""
     import linecache
 
-    from autograder.grading.plugin import message_of
+    from autograder.checks.plugin import message_of
     from autograder.wire import StudentError
 
     source = "import torch\n\ndef scores(x, w):\n    return x @ w\n"
@@ -189,7 +189,7 @@ def test_a_students_error_names_their_line_and_says_what_went_wrong():
      "first two sizes are [4, 4], and got [4, 10]"),
 ])
 def test_common_errors_are_said_in_the_students_terms(error, says):
-    from autograder.grading.verdict import hint_for
+    from autograder.checks.verdict import hint_for
 
     assert says in hint_for(f"forward raised {error}")
 
@@ -232,10 +232,10 @@ def test_an_enormous_reported_structure_gives_a_small_result_that_still_says_wha
 
     import nbformat
 
-    from autograder.grading.rootcause import one_cause_per_cell, root_cause_once
+    from autograder.checks.rootcause import one_cause_per_cell, root_cause_once
     from autograder.grading.submission import build_result
-    from autograder.grading.submissions import grade_cells
-    from autograder.grading.verdict import MAX_MESSAGE, SHORTENED
+    from autograder.grading.notebook import grade_cells
+    from autograder.checks.verdict import MAX_MESSAGE, SHORTENED
 
     checks = run_checks(ASSIGNMENT, Enormous(solved), ["ex2", "ex3", "ex5", "ex6", "ex8_model"], seed=1)
     messages = {f"{cell}:{c.name}": c.message for cell, r in checks.items() for c in r.checks if c.message}
@@ -260,8 +260,8 @@ def test_an_enormous_reported_structure_gives_a_small_result_that_still_says_wha
 
 
 def test_a_long_student_error_is_shortened_where_it_is_recorded_and_keeps_its_hint():
-    from autograder.grading.plugin import message_of
-    from autograder.grading.verdict import MAX_MESSAGE, SHORTENED
+    from autograder.checks.plugin import message_of
+    from autograder.checks.verdict import MAX_MESSAGE, SHORTENED
     from autograder.wire import StudentError
 
     with pytest.raises(StudentError) as raised:
@@ -274,7 +274,7 @@ def test_a_long_student_error_is_shortened_where_it_is_recorded_and_keeps_its_hi
 
 
 def test_short_lists_read_as_before_and_long_ones_are_capped():
-    from autograder.grading.verdict import MAX_NAMES, brief, listed, shape_text
+    from autograder.checks.verdict import MAX_NAMES, brief, listed, shape_text
 
     small = {"W_query.weight": [6, 5], "projection.bias": [6]}
     assert brief(small) == repr(small) and brief([0.25, 0.25]) == "[0.25, 0.25]" and brief(None) == "None"
@@ -292,7 +292,7 @@ def traced():
     import contextlib
     import io
 
-    from autograder.authoring.reference import solved_namespace
+    from autograder.course.reference import solved_namespace
     from autograder.inside.student import ModuleCalls
 
     with ModuleCalls() as calls, contextlib.redirect_stdout(io.StringIO()):

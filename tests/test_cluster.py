@@ -88,7 +88,7 @@ def realistic(tmp_path_factory):
     """(course, class folder, {student: local result without timings}): 40 mixed submissions
     (corpus mistakes and alternatives, the untouched release, slow, crashing and looping
     answers) graded by the local pool."""
-    from autograder.grading.batch import grade_batch
+    from autograder.runs.batch import grade_batch
 
     course, _ = make_realistic_class(tmp_path_factory.mktemp("realistic"), CLASS_SIZE)
     report = grade_batch(assignment_of(course), [course / "submitted"], out_dir=course / "local", jobs=2,
@@ -98,7 +98,7 @@ def realistic(tmp_path_factory):
 
 
 def grade_on(cluster, course, out, **options):
-    from autograder.grading.batch import grade_batch
+    from autograder.runs.batch import grade_batch
 
     scheduler = DaskScheduler(cluster.address, security=cluster.security())
     return grade_batch(assignment_of(course), [course / "submitted"], out_dir=out, seed=SEED, limits=LIMITS,

@@ -10,11 +10,11 @@ import pytest
 
 from autograder import cli
 from autograder.authoring import validate as validate_module
-from autograder.grading.batch import read_source
+from autograder.runs.batch import read_source
 from autograder.authoring.corpus import SOLUTIONS, STUBS, judge, load
 from autograder.course import copy_assignment
 from autograder.record import Result
-from autograder.grading.submissions import grade_cells
+from autograder.grading.notebook import grade_cells
 from autograder.authoring.validate import grade_corpus, validate
 
 from helpers import COURSE
@@ -140,7 +140,7 @@ def test_a_weakened_check_is_reported(tmp_path, monkeypatch, capsys):
     (loosened.checks / "test_ex2.py").write_text(
         '"""Exercise 2, loosened: only the shape is checked."""\n'
         "import torch\n\n"
-        "from autograder.grading.verdict import expect_tensor\n\n\n"
+        "from autograder.checks.verdict import expect_tensor\n\n\n"
         "def test_shape(student):\n"
         '    """Returns a tensor of the right shape"""\n'
         "    expect_tensor(student.call('mask_before_softmax', torch.ones(4, 4), 2), 'The result', shape=(4, 4))\n")
@@ -222,7 +222,7 @@ def test_a_diagnosis_counts_only_when_every_mistake_is_named_and_nothing_mislead
 
 
 def test_a_parametrised_check_is_one_line_with_its_first_failing_case():
-    from autograder.grading.runner import CellResult, feedback_lines
+    from autograder.checks.runner import CellResult, feedback_lines
     from types import SimpleNamespace as Check
 
     cell = CellResult("ex1", [Check(description="Works for any batch", passed=ok, message=m, weight=1.0)
@@ -247,7 +247,7 @@ def test_validation_below_the_diagnoses_floor_is_not_clean():
 
 def test_a_second_mistake_in_a_cell_built_on_the_first_waits_for_it():
     from autograder.authoring.corpus import _entry, diagnose
-    from autograder.grading.rootcause import upstream_message
+    from autograder.checks.rootcause import upstream_message
 
     entry = _entry({"name": "ex3-two", "exercise": "ex3", "outcome": "mistake", "about": "a",
                     "diagnostic": "(?i)softmax", "second": "ex5: (?i)concatenate",

@@ -4,10 +4,10 @@ import pytest
 
 from autograder.authoring.errorcheck import check_error_model
 from autograder.course import copy_assignment
-from autograder.grading import errormodel
-from autograder.grading.plugin import CheckResult
-from autograder.grading.rootcause import one_cause_per_cell
-from autograder.grading.runner import CellResult, run_checks
+from autograder.checks import errormodel
+from autograder.checks.plugin import CheckResult
+from autograder.checks.rootcause import one_cause_per_cell
+from autograder.checks.runner import CellResult, run_checks
 from autograder.inside.student import NamespaceStudent
 
 from helpers import assignment_of
@@ -145,7 +145,7 @@ def test_a_diagnosis_outranks_other_named_checks():
 def test_the_language_model_is_checked_with_the_students_own_attention(solved):
     """A wrong attention module (Exercise 6) under a right language model: the model's own code is
     found right with the student's attention inside, and the student is told to fix Exercise 6."""
-    from autograder.grading.rootcause import root_cause_once
+    from autograder.checks.rootcause import root_cause_once
 
     assignment = assignment_of()
     namespace = mutated_namespace(assignment, solved, "ex6", "scaled-by-d-out")
@@ -168,7 +168,7 @@ def test_the_language_model_is_checked_with_the_students_own_attention(solved):
 
 
 def test_consequences_say_nothing_more_and_leave_the_cause_speaking():
-    from autograder.grading.plugin import quiet_consequences
+    from autograder.checks.plugin import quiet_consequences
 
     checks = [CheckResult("ex5", "test_heads", "h", 1.0, False, "A plain Python list."),
               CheckResult("ex5", "test_values[full]", "v", 1.0, False, "The outputs are not right: x.", named=True,
@@ -184,7 +184,7 @@ def test_a_hostile_error_text_costs_the_grader_little():
     """The text of an error comes from the sandbox, where student code can write anything."""
     import time
 
-    from autograder.grading.verdict import hint_for
+    from autograder.checks.verdict import hint_for
 
     hostile = " (your line 1: " * 200_000 + "x"
     started = time.perf_counter()
@@ -197,14 +197,14 @@ def test_a_hostile_error_text_costs_the_grader_little():
 
 def test_the_bias_message_needs_a_bias_option(solved):
     """Layers without bias are named as an unpassed bias option only when one was asked for."""
-    from autograder.grading.checklib import paired
-    from autograder.authoring.reference import load
+    from autograder.checks.checklib import paired
+    from autograder.course.reference import load
 
     assignment = assignment_of()
     no_bias = mutated_namespace(assignment, solved, "ex3", "qkv-bias-ignored")
     student = NamespaceStudent(no_bias)
     rng = __import__("torch").Generator().manual_seed(0)
-    from autograder.grading.verdict import NamedMistake
+    from autograder.checks.verdict import NamedMistake
 
     with pytest.raises(NamedMistake, match=r"although qkv_bias=True asks for one"):
         paired(student, load(assignment.solutions), "CausalAttention", (5, 4, 9), rng, qkv_bias=True)
@@ -233,7 +233,7 @@ def test_edited_references_follow_the_solutions_file_when_it_changes(tmp_path):
     references from one file), but a changed file is read again."""
     import os
 
-    from autograder.authoring import reference
+    from autograder.course import reference
 
     solutions = tmp_path / "solutions.py"
     solutions.write_text("# %% ex1_answer\ndef scale(x):\n    return x * 2\n")

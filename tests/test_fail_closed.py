@@ -50,7 +50,7 @@ def test_without_bubblewrap_grade_demo_and_gradescope_refuse_before_running_anyt
     root = tmp_path / "gradescope"
     (root / "submission").mkdir(parents=True)
     write(root / "submission", ASSIGNMENT, example("ada"))
-    gradescope = subprocess.run([sys.executable, "-m", "autograder.outputs.gradescope", ASSIGNMENT, "--root", root],
+    gradescope = subprocess.run([sys.executable, "-m", "autograder.runs.gradescope", ASSIGNMENT, "--root", root],
                                 capture_output=True, text=True, env=no_bwrap, timeout=300)
     assert gradescope.returncode == 2 and "Refusing to run student code" in gradescope.stderr
     assert not (root / "results").exists()

@@ -10,7 +10,7 @@ import time
 import nbformat
 import pytest
 
-from autograder.grading.batch import grade_batch
+from autograder.runs.batch import grade_batch
 from autograder.grading.sandbox import Sandbox
 from autograder.record import Result
 

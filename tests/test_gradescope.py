@@ -9,7 +9,7 @@ import nbformat
 import pytest
 
 from autograder import cli
-from autograder.outputs.gradescope import schema_errors
+from autograder.runs.gradescope import schema_errors
 
 from helpers import example
 
@@ -71,7 +71,7 @@ def test_bundle_grades_a_submission(bundle, tmp_path):
 
 
 def test_links_and_debris_are_never_graded(tmp_path):
-    from autograder.outputs.gradescope import choose_notebook
+    from autograder.runs.gradescope import choose_notebook
 
     submission = tmp_path / "submission"
     (submission / "__MACOSX").mkdir(parents=True)

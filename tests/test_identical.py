@@ -5,10 +5,11 @@ import csv
 import nbformat
 import pytest
 
-from autograder.grading.batch import grade_batch
-from autograder.grading.identical import IdenticalAnswers, bundle_hash
+from autograder.runs.batch import grade_batch
+from autograder.grading.bundle import bundle_hash
+from autograder.runs.identical import IdenticalAnswers
 from autograder.grading.submission import REUSABLE, BatchSpec
-from autograder.grading.submissions import Submission, sha256
+from autograder.grading.notebook import Submission, sha256
 from autograder.record import ERROR, GRADED, CellScore, CheckOutcome, Result, read_result
 from helpers import assignment_of, example, new_course
 

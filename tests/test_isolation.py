@@ -244,8 +244,8 @@ def test_a_right_answer_after_every_attack_on_the_same_worker_scores_full_marks(
     cache keeps only results that ran to the end in a clean sandbox, and says why."""
     import json
 
-    from autograder.grading.batch import grade_batch
-    from autograder.grading.identical import CACHE_DIR
+    from autograder.runs.batch import grade_batch
+    from autograder.runs.identical import CACHE_DIR
     from helpers import assignment_of, example, new_course, with_extra_code, write
 
     course = new_course(tmp_path)

@@ -5,7 +5,7 @@ import warnings
 import pytest
 import torch
 
-from autograder.grading.kernel import grade_here
+from autograder.checks.kernel import grade_here
 from autograder.inside.student import NamespaceStudent, StudentError, to_plain
 
 ASSIGNMENT = "causal_attention"

@@ -6,8 +6,8 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from nbgrader.api import Gradebook
 
-from autograder.grading.batch import grade_batch
-from autograder.grading.late import LateError, LatePolicy, read_timestamp, read_times
+from autograder.runs.batch import grade_batch
+from autograder.runs.late import LateError, LatePolicy, read_timestamp, read_times
 from autograder.outputs.results import gradebook_url
 from autograder.record import read_result
 from helpers import assignment_of, new_course
@@ -112,7 +112,7 @@ def test_on_time_late_extended_and_past_cutoff_in_every_output(tmp_path):
 def test_gradescope_metadata_gives_the_time_and_an_extension(tmp_path):
     import json
 
-    from autograder.outputs.gradescope import submission_time
+    from autograder.runs.gradescope import submission_time
 
     metadata = {"created_at": "2026-11-22T10:00:00.000000-08:00",
                 "assignment": {"due_date": "2026-11-20T23:59:00.000000+00:00"},

@@ -6,7 +6,7 @@ import pytest
 from nbclient import NotebookClient
 
 from autograder.authoring.examples import filled_notebook, write_examples
-from autograder.grading.batch import grade_batch
+from autograder.runs.batch import grade_batch
 from autograder.authoring.nbgrader_steps import autograde, generate_assignment, gradebook_scores
 
 from helpers import assignment_of, empty_answers, make_notebook, scores, submit

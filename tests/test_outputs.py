@@ -6,7 +6,7 @@ import pytest
 from nbgrader.api import Gradebook
 
 from autograder.outputs.results import GradebookWriter, gradebook_url, sync_gradebook
-from autograder.grading.submissions import grade_cells, manual_cells
+from autograder.grading.notebook import grade_cells, manual_cells
 from autograder.record import CellScore, Result
 from helpers import new_course
 

@@ -150,7 +150,7 @@ def test_an_autograded_notebook_from_an_older_format_is_valid(tmp_path):
     from types import SimpleNamespace
 
     from autograder.grading.submission import write_autograded
-    from autograder.grading.submissions import read_notebook
+    from autograder.grading.notebook import read_notebook
     from autograder.record import CellScore, Result
 
     old = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1"), nbformat.v4.new_code_cell(
@@ -215,7 +215,7 @@ def test_feedback_command_rewrites_the_pages(graded_examples, tmp_path):
 
 
 def test_report_lists_timeouts_tampering_and_bad_files():
-    from autograder.grading.batch import read_source
+    from autograder.runs.batch import read_source
     from autograder.outputs.feedback import layout_of
     from autograder.outputs.report import render_report
 

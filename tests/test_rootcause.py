@@ -1,11 +1,11 @@
-"""Root cause once (grading/rootcause.py): a cell built on a broken exercise says to fix that one first."""
+"""Root cause once (checks/rootcause.py): a cell built on a broken exercise says to fix that one first."""
 from types import SimpleNamespace
 
 import pytest
 
 from autograder.course import CourseError
-from autograder.grading.rootcause import root_cause_once
-from autograder.grading.runner import CellResult
+from autograder.checks.rootcause import root_cause_once
+from autograder.checks.runner import CellResult
 
 from helpers import assignment_of, new_course
 
@@ -44,7 +44,7 @@ def test_the_bundled_assignments_say_what_builds_on_what_and_a_bad_table_is_name
 
 
 def test_in_a_cell_the_check_that_names_the_mistake_speaks_alone_and_nothing_is_said_twice():
-    from autograder.grading.rootcause import one_cause_per_cell
+    from autograder.checks.rootcause import one_cause_per_cell
 
     named = SimpleNamespace(description="a", passed=False, message="Softmax ran over the wrong dimension.",
                             weight=1.0, named=True)
@@ -58,7 +58,7 @@ def test_in_a_cell_the_check_that_names_the_mistake_speaks_alone_and_nothing_is_
 
 
 def test_a_missing_variable_after_its_cell_crashed_names_the_crash():
-    from autograder.grading.rootcause import missing_because_crashed
+    from autograder.checks.rootcause import missing_because_crashed
 
     cells = {"ex4": CellResult("ex4", [check(False, "`causal_embeddings` is not defined. Store the model's output"
                                                     " in a variable with that name."), check(False, "Other.")]),
@@ -75,14 +75,14 @@ def test_a_missing_variable_after_its_cell_crashed_names_the_crash():
 
 def test_a_returned_tuple_is_named_as_such():
     import torch
-    from autograder.grading.verdict import NamedMistake, expect_tensor
+    from autograder.checks.verdict import NamedMistake, expect_tensor
 
     with pytest.raises(NamedMistake, match="returned 2 values \\(a tuple or a list\\): return only the output"):
         expect_tensor([torch.zeros(2), torch.zeros(2)], "The output")
 
 
 def test_a_crash_that_is_the_missing_name_itself_keeps_the_checks_words():
-    from autograder.grading.rootcause import missing_because_crashed
+    from autograder.checks.rootcause import missing_because_crashed
 
     said = "`causal_embeddings` is not defined. Store the model's output in a variable with that name."
     cells = {"ex4": CellResult("ex4", [check(False, said)])}
@@ -91,7 +91,7 @@ def test_a_crash_that_is_the_missing_name_itself_keeps_the_checks_words():
 
 
 def test_two_checks_naming_the_same_mistake_in_different_outputs_say_it_once():
-    from autograder.grading.rootcause import one_cause_per_cell
+    from autograder.checks.rootcause import one_cause_per_cell
 
     def named(message):
         return SimpleNamespace(description=message[:5], passed=False, message=message, weight=1.0, named=True)

@@ -8,11 +8,11 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from autograder.grading.batch import grade_batch
+from autograder.runs.batch import grade_batch
 from autograder.authoring.examples import filled_notebook, write_examples
 from autograder.authoring.nbgrader_steps import autograde, generate_assignment, gradebook_scores
-from autograder.authoring.reference import solved_namespace
-from autograder.grading.runner import run_checks
+from autograder.course.reference import solved_namespace
+from autograder.checks.runner import run_checks
 from autograder.inside.student import NamespaceStudent
 from autograder.authoring.validate import release_namespace
 

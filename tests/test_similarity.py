@@ -7,8 +7,8 @@ import nbformat
 import pytest
 
 from autograder.authoring.corpus import load, notebook
-from autograder.grading.submissions import grade_cells
-from autograder.outputs.similarity import answer_code, rank_pairs, write_report
+from autograder.grading.notebook import grade_cells
+from autograder.runs.similarity import answer_code, rank_pairs, write_report
 from autograder.record import GRADED, CellScore, CheckOutcome, Result
 from helpers import assignment_of
 
@@ -136,7 +136,7 @@ def test_the_command_writes_the_pages_and_the_class_report_section(tmp_path, syn
 
 
 def test_student_text_cannot_open_a_tag_on_the_page():
-    from autograder.outputs.similarity import START, _highlighted
+    from autograder.runs.similarity import START, _highlighted
 
     code = "def f(x):\n    # <script>alert(1)</script> " + START + "\n    return x * 3 + 17 - x // 2\n"
     pairs, prints, weight = rank_pairs({"a": code, "b": code, "c": "def g():\n    pass\n"}, {})

@@ -24,7 +24,7 @@ from markdown_it import MarkdownIt
 
 from autograder.course import write_atomically
 
-from autograder.authoring.regions import read_regions
+from autograder.course.regions import read_regions
 
 ROLES = ("given", "answer", "check", "graded", "question", "readonly")
 SPLIT = "<!-- split -->"
@@ -69,7 +69,7 @@ def graded_cell_source(assignment, grade_id, points):
         f"# Graded cell ({points:g} {noun}): hidden checks run here when your notebook",
         "# is graded. Nothing to do; please leave this cell as it is.",
         "### BEGIN HIDDEN TESTS",
-        "from autograder.grading.kernel import grade_here",
+        "from autograder.checks.kernel import grade_here",
         f"grade_here({assignment!r}, {grade_id!r}, globals(), points={points!r})",
         "### END HIDDEN TESTS",
     ])

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 import nbformat
 
 from autograder.authoring.examples import filled_notebook
-from autograder.grading.rootcause import UPSTREAM
+from autograder.checks.rootcause import UPSTREAM
 from autograder.record import GRADED, grouped_checks
 
 SOLUTIONS, STUBS = "reference-solutions", "untouched-release"

@@ -6,8 +6,8 @@ import importlib
 import itertools
 from dataclasses import dataclass, field
 
-from autograder.grading import errormodel
-from autograder.grading.runner import _this_course_first
+from autograder.checks import errormodel
+from autograder.checks.runner import _this_course_first
 
 SEED = 11
 

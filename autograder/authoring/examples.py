@@ -9,7 +9,7 @@ import tomllib
 import nbformat
 
 from autograder.course import CourseError
-from autograder.authoring.regions import read_regions, strip_solution_markers
+from autograder.course.regions import read_regions, strip_solution_markers
 
 CONCEPT_ANSWER = "Masking hides future tokens so that each position only uses the past."
 

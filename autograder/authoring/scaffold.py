@@ -103,8 +103,8 @@ def scale(x, factor):
 CHECK_PY = '''"""Exercise 1: scale(x, factor)."""
 import torch
 
-from autograder.grading.checklib import diagnosis
-from autograder.grading.verdict import expect_close, expect_tensor, fail
+from autograder.checks.checklib import diagnosis
+from autograder.checks.verdict import expect_close, expect_tensor, fail
 
 
 def test_scales_every_element(student, rng):

@@ -114,8 +114,8 @@ def grade_corpus(assignment, folder, seed, jobs, out_dir, only=None, unsafe_no_s
 
     `only` limits the corpus to the entries with these names.
     """
-    from autograder.grading.batch import grade_batch, read_source
-    from autograder.grading.submissions import grade_cells
+    from autograder.runs.batch import grade_batch, read_source
+    from autograder.grading.notebook import grade_cells
 
     with tempfile.TemporaryDirectory(prefix="autograder-validate-") as scratch:
         copy = copy_assignment(assignment, Path(scratch) / "course", grading_only=True)

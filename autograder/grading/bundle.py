@@ -16,7 +16,36 @@ import tarfile
 import tempfile
 from pathlib import Path
 
+import autograder
 from autograder.course import copy_assignment
+
+BUNDLE_SKIPS = ("corpus.toml", "examples.toml", "notebook.md")  # they change no grade (notebook.md via source)
+
+
+def _files_digest(digest, root, paths):
+    for path in sorted(paths):
+        if "__pycache__" not in path.parts and path.is_file():
+            digest.update(str(path.relative_to(root)).encode() + b"\0")
+            digest.update(hashlib.sha256(path.read_bytes()).digest())
+
+
+def bundle_hash(assignment):
+    """The hash of everything on the trusted side that judges a submission."""
+    digest = hashlib.sha256()
+    folder = assignment.folder
+    _files_digest(digest, folder, (p for p in folder.rglob("*") if p.name not in BUNDLE_SKIPS))
+    for path in (assignment.solutions, assignment.source_notebook, assignment.release_notebook):
+        _files_digest(digest, path.parent, [path])
+    digest.update(engine_hash().encode())
+    return digest.hexdigest()
+
+
+def engine_hash():
+    """The hash of the grader's own code (a cluster worker must run the same)."""
+    digest = hashlib.sha256()
+    engine = Path(autograder.__file__).parent
+    _files_digest(digest, engine, engine.rglob("*.py"))
+    return digest.hexdigest()
 
 
 class BundleError(RuntimeError):

@@ -173,7 +173,7 @@ class DaskScheduler:
 
         from autograder.course import Course
         from autograder.grading.bundle import make_bundle
-        from autograder.grading.identical import engine_hash
+        from autograder.grading.bundle import engine_hash
 
         client = self.connect()
         assignment = Course(Path(spec.course)).assignment(spec.assignment)
@@ -233,7 +233,7 @@ class DaskScheduler:
             pass
 
     def _submit(self, client, key, run, submission):
-        from autograder.grading.submissions import sha256
+        from autograder.grading.notebook import sha256
 
         try:
             data = Path(submission.path).read_bytes()
@@ -292,7 +292,7 @@ def _zero(spec, assignment, submission, message):
     import nbformat
 
     from autograder.grading.submission import invalid_result
-    from autograder.grading.submissions import grade_cells, sha256
+    from autograder.grading.notebook import grade_cells, sha256
 
     base = {"student_id": submission.student_id, "path": str(submission.path)}
     try:
@@ -380,7 +380,7 @@ class GradingPlugin(WorkerPlugin):
 
     def _setup(self, address, local_directory):
         from autograder.grading.bundle import unpack_bundle
-        from autograder.grading.identical import engine_hash
+        from autograder.grading.bundle import engine_hash
 
         if engine_hash() != self.engine:
             raise ClusterError(f"the Dask worker {address} runs another version of the grader than this"
@@ -397,7 +397,7 @@ class GradingPlugin(WorkerPlugin):
         self.thread.start()
 
     def grade(self, student_id, filename, data, ignored):
-        from autograder.grading.submissions import Submission
+        from autograder.grading.notebook import Submission
 
         if self.setup_error is not None:
             raise self.setup_error

@@ -31,7 +31,7 @@ class Scheduler(Protocol):
     # (LocalScheduler launches its workers' sandboxes); `grade` ends it.
 
 
-WORKER_PRELOAD = ["autograder.grading.runner"]  # torch and pytest: about 1 s of CPU to import
+WORKER_PRELOAD = ["autograder.checks.runner"]  # torch and pytest: about 1 s of CPU to import
 
 
 class LocalScheduler:

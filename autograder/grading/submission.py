@@ -17,9 +17,9 @@ import nbformat
 from autograder.course import Course, write_atomically
 from autograder.record import GRADED, INVALID, CellError, CellScore, CheckOutcome, Result
 from autograder.grading.sandbox import NoSandbox
-from autograder.grading.rootcause import missing_because_crashed, one_cause_per_cell, root_cause_once
+from autograder.checks.rootcause import missing_because_crashed, one_cause_per_cell, root_cause_once
 from autograder.grading.selfcheck import PoisonedInterpreter
-from autograder.grading.submissions import InvalidNotebook, Sanitized, grade_cells, read_notebook, sanitize, sha256
+from autograder.grading.notebook import InvalidNotebook, Sanitized, grade_cells, read_notebook, sanitize, sha256
 
 FAILED_CELLS_SHOWN = 5
 REUSABLE = "ran every cell and answered every check, in a sandbox found clean afterwards"
@@ -74,7 +74,7 @@ class GradingWorker:
                 handover = None
         if handover is None:
             self.sandbox.launch()  # first: it starts (about 1.5 s) while this process gets ready below
-        from autograder.grading.runner import CheckSession  # torch and pytest, unless preloaded
+        from autograder.checks.runner import CheckSession  # torch and pytest, unless preloaded
         from autograder.grading.selfcheck import verify
 
         self._prepare(assignment)
@@ -312,7 +312,7 @@ IGNORED_NAMED = 5  # other notebooks of the same student named in the note; the 
 
 def ignored_note(submission):
     """The note for a student who handed in several notebooks (their names bounded and made visible)."""
-    from autograder.outputs.untrusted import visible
+    from autograder.untrusted import visible
 
     names = [visible(Path(name).name, 80) for name in submission.ignored[:IGNORED_NAMED]]
     more = len(submission.ignored) - IGNORED_NAMED
@@ -341,7 +341,7 @@ def _cell_report(reply, cells):
 
 
 def build_result(spec, base, points, checks, notes, cell_errors, started):
-    from autograder.grading.runner import feedback_lines
+    from autograder.checks.runner import feedback_lines
 
     cells = [CellScore(name=grade_id, score=checks[grade_id].score(cell_points), max_score=cell_points,
                        output="\n".join(feedback_lines(checks[grade_id], cell_points)),

@@ -18,13 +18,13 @@ list them. A roster student without a result gets an empty cell (the LMS then
 leaves that grade alone) rather than a zero that nobody decided.
 
 Every text cell is written so that a spreadsheet shows it as text: a student id or
-name starting with = + - @ (a formula) gets a quote in front (see outputs/untrusted.py).
+name starting with = + - @ (a formula) gets a quote in front (see untrusted.py).
 """
 import csv
 import io
 from dataclasses import dataclass, field
 
-from autograder.outputs.untrusted import for_spreadsheet
+from autograder.untrusted import for_spreadsheet
 
 ROSTER_COLUMNS = ("student_id", "name", "canvas_id", "sis_user_id", "sis_login_id", "section", "email", "id_number",
                   "extension_hours")

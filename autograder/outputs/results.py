@@ -15,7 +15,7 @@ from pathlib import Path
 
 from autograder.course import write_atomically
 from autograder.record import read_result, write_result
-from autograder.outputs.untrusted import for_spreadsheet
+from autograder.untrusted import for_spreadsheet
 
 BATCH_FILE = ".batch.json"  # a dot-name: no student id can collide with it
 

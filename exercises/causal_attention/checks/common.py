@@ -1,8 +1,8 @@
 """Shared trusted-side steps for the `causal_attention` hidden checks."""
 import torch
 
-from autograder.grading.checklib import randn
-from autograder.grading.verdict import (all_finite, close, expect_tensor, fail, listed,
+from autograder.checks import randn
+from autograder.checks import (all_finite, close, expect_tensor, fail, listed,
                                         name_mistake, no_known_mistake,
                                         shape_text, short)
 

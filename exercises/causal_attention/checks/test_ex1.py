@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from autograder.grading.checklib import diagnosis
+from autograder.checks import diagnosis
 from .common import NOTEBOOK_QKT, expect_weights, random_scores, scale_mistakes, weights_probe
 
 NAME = "mask_after_softmax"

@@ -2,8 +2,8 @@
 import pytest
 import torch
 
-from autograder.grading.checklib import diagnosis, randn
-from autograder.grading.verdict import close, expect_tensor, fail, name_mistake
+from autograder.checks import diagnosis, randn
+from autograder.checks import close, expect_tensor, fail, name_mistake
 from .common import (diagnose_weights, NOTEBOOK_QKT, expect_weights, random_scores, scale_mistakes, weights_from,
                      weights_probe)
 

@@ -2,11 +2,11 @@
 import pytest
 import torch
 
-from autograder.grading.verdict import brief, fail
+from autograder.checks import brief, fail
 
-from autograder.grading.verdict import expect_tensor
+from autograder.checks import expect_tensor
 
-from autograder.grading.checklib import diagnosis, expect_reference_output, observe_module, paired, randn, student_forward
+from autograder.checks import diagnosis, expect_reference_output, observe_module, paired, randn, student_forward
 from .common import (diagnose_weights, causal_mistakes, expect_dropout_on_weights, expect_mask_buffer,
                      expect_moves_to_meta, expect_no_leak, expect_weights_not_uniform, JOURNEY, scale_mistakes,
                      uniform_weights)

@@ -2,9 +2,9 @@
 import pytest
 import torch
 
-from autograder.grading.verdict import brief, expect_tensor, fail
+from autograder.checks import brief, expect_tensor, fail
 
-from autograder.grading.checklib import diagnosis, expect_reference_output, observe_module, paired, randn, student_forward
+from autograder.checks import diagnosis, expect_reference_output, observe_module, paired, randn, student_forward
 from .common import expect_embeddings, expect_no_leak, expect_registered_heads, JOURNEY
 
 NAME = "MultiHeadAttention"

@@ -2,9 +2,9 @@
 import pytest
 import torch
 
-from autograder.grading.verdict import brief, expect_tensor, fail
+from autograder.checks import brief, expect_tensor, fail
 
-from autograder.grading.checklib import diagnosis, expect_reference_output, observe_module, paired, randn, student_forward
+from autograder.checks import diagnosis, expect_reference_output, observe_module, paired, randn, student_forward
 from .common import (diagnose_weights, expect_dropout_on_weights, expect_mask_buffer, expect_moves_to_meta,
                      expect_no_leak, expect_weights_not_uniform, JOURNEY, one_module_mistakes, scale_mistakes,
                      uniform_weights)

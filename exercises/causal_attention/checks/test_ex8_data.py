@@ -2,9 +2,9 @@
 import pytest
 import torch
 
-from autograder.wire import Resource
-from autograder.grading.verdict import fail
-from autograder.grading.checklib import diagnosis
+from autograder.checks import Resource
+from autograder.checks import fail
+from autograder.checks import diagnosis
 
 TOKENIZER = Resource("byte_tokenizer")  # made in the sandbox by this assignment's sandbox.py
 DATASET, LOADER = "torch.utils.data.dataset.Dataset", "torch.utils.data.dataloader.DataLoader"

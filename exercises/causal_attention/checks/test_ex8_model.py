@@ -2,10 +2,10 @@
 import pytest
 import torch
 
-from autograder.wire import StudentError
-from autograder.grading.verdict import close, expect_tensor, fail, hint_for, listed
+from autograder.checks import StudentError
+from autograder.checks import close, expect_tensor, fail, hint_for, listed
 
-from autograder.grading.checklib import (diagnosis, expect_reference_output, observe_module, paired, random_parameters,
+from autograder.checks import (diagnosis, expect_reference_output, observe_module, paired, random_parameters,
                                          student_forward)
 from .common import expect_moves_to_meta, language_model_mistakes
 

@@ -1,7 +1,7 @@
 """Shared trusted-side steps for the `self_attention` hidden checks."""
 import torch
 
-from autograder.grading.verdict import brief, fail
+from autograder.checks import brief, fail
 
 # "Your journey starts with one step": six 3-d token embeddings.
 JOURNEY = torch.tensor([[0.43, 0.15, 0.89], [0.55, 0.87, 0.66], [0.57, 0.85, 0.64],
@@ -81,8 +81,8 @@ def expect_parameters(structure, expected, class_name, hint):
 def expect_weight_rows(student, reference, class_name, args, rng, value_name, x_1, x_2=None, **kwargs):
     """With one-hot tokens and an identity value matrix the output *is* the weight
     matrix: each row must be a probability distribution over the tokens."""
-    from autograder.grading.checklib import paired
-    from autograder.grading.verdict import expect_tensor
+    from autograder.checks import paired
+    from autograder.checks import expect_tensor
 
     d = args[0]
     handle, _ = paired(student, reference, class_name, args, rng,
@@ -106,7 +106,7 @@ def expect_weight_rows(student, reference, class_name, args, rng, value_name, x_
 def expect_seeded_first_row(student, class_name, seed, expected, hint):
     """`class_name(3, 2)` built after torch.manual_seed(seed) gives `expected` as the first
     output row on the notebook's sentence (the values the notebook prints)."""
-    from autograder.grading.checklib import student_forward
+    from autograder.checks import student_forward
 
     handle = student.new(class_name, (3, 2), seed=seed)
     got = student_forward(student, handle, JOURNEY, shape=(6, 2))

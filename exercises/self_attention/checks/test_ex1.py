@@ -2,11 +2,11 @@
 import pytest
 import torch
 
-from autograder.grading.verdict import close, expect_close, expect_tensor, fail
+from autograder.checks import close, expect_close, expect_tensor, fail
 
-from autograder.grading.checklib import randn
+from autograder.checks import randn
 from .common import JOURNEY
-from autograder.grading.checklib import diagnosis
+from autograder.checks import diagnosis
 
 NAME = "attention_scores"
 

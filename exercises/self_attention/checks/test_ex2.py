@@ -2,11 +2,11 @@
 import pytest
 import torch
 
-from autograder.wire import StudentError
-from autograder.grading.verdict import close, expect_close, expect_tensor, fail, name_mistake
+from autograder.checks import StudentError
+from autograder.checks import close, expect_close, expect_tensor, fail, name_mistake
 
-from autograder.grading.checklib import randn
-from autograder.grading.checklib import diagnosis
+from autograder.checks import randn
+from autograder.checks import diagnosis
 
 CASES = [((5,), -1), ((3, 6), -1), ((3, 6), 0), ((2, 3, 4), 1)]
 IDS = ["1d", "2d", "2d-dim0", "3d-dim1"]

@@ -2,11 +2,11 @@
 import pytest
 import torch
 
-from autograder.grading.verdict import expect_close, expect_tensor, fail, name_mistake, close
+from autograder.checks import expect_close, expect_tensor, fail, name_mistake, close
 
-from autograder.grading.checklib import randn
+from autograder.checks import randn
 from .common import JOURNEY
-from autograder.grading.checklib import diagnosis
+from autograder.checks import diagnosis
 
 NAME = "context_vectors"
 

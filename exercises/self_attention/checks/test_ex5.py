@@ -3,9 +3,9 @@ import pytest
 import torch
 
 
-from autograder.grading.checklib import expect_reference_output, randn, student_forward
+from autograder.checks import expect_reference_output, randn, student_forward
 from .common import expect_parameters, expect_seeded_first_row, expect_weight_rows, self_attention_mistakes
-from autograder.grading.checklib import diagnosis, observe_module
+from autograder.checks import diagnosis, observe_module
 
 NAME = "SelfAttention_v2"
 HINT = "Use nn.Linear(d_in, d_out, bias=qkv_bias) for W_query, W_key and W_value."

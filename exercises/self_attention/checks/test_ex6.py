@@ -2,10 +2,10 @@
 import pytest
 import torch
 
-from autograder.grading.verdict import close, expect_close, expect_tensor, fail, shape_text
+from autograder.checks import close, expect_close, expect_tensor, fail, shape_text
 
-from autograder.grading.checklib import randn
-from autograder.grading.checklib import diagnosis
+from autograder.checks import randn
+from autograder.checks import diagnosis
 
 NAME = "copy_weights_v2_to_v1"
 PARTS = ("W_query", "W_key", "W_value")

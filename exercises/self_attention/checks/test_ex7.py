@@ -2,12 +2,12 @@
 import pytest
 import torch
 
-from autograder.wire import StudentError
-from autograder.grading.verdict import expect_tensor, fail
+from autograder.checks import StudentError
+from autograder.checks import expect_tensor, fail
 
-from autograder.grading.checklib import expect_reference_output, paired, randn
+from autograder.checks import expect_reference_output, paired, randn
 from .common import cross_attention_mistakes, expect_parameters, expect_weight_rows
-from autograder.grading.checklib import diagnosis, observe_module
+from autograder.checks import diagnosis, observe_module
 
 NAME = "CrossAttention"
 HINT = ("W_query and W_key are nn.Parameter(torch.rand(d_in, d_out_kq)), W_value is"

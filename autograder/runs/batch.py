@@ -8,7 +8,8 @@ from autograder.course import write_atomically
 from autograder.outputs.results import (GradebookWriter, Regrade, already_graded, batch_seed, record_wall_time,
                                         sync_gradebook, write_grades_csv)
 from autograder.record import ERROR, Result, all_results, write_result
-from autograder.grading.submissions import discover, grade_cells, sha256
+from autograder.grading.notebook import grade_cells, sha256
+from autograder.runs.intake import discover
 
 
 @dataclass
@@ -34,8 +35,8 @@ def grade_batch(assignment, paths, out_dir=None, jobs=2, limits=None, force=Fals
     before any submission runs or anything is written, when grading must not happen."""
     import threading
 
-    from autograder.grading.identical import CACHE_DIR, IdenticalAnswers
-    from autograder.grading.late import LatePolicy, LateWork
+    from autograder.runs.identical import CACHE_DIR, IdenticalAnswers
+    from autograder.runs.late import LatePolicy, LateWork
     from autograder.grading.submission import BatchSpec, write_autograded
     from autograder.grading.scheduler import LocalScheduler
     from autograder.grading.selfcheck import verify

@@ -3,7 +3,7 @@ import functools
 import types
 from pathlib import Path
 
-from autograder.authoring.regions import is_script, split_regions, strip_solution_markers
+from autograder.course.regions import is_script, split_regions, strip_solution_markers
 
 
 class EditError(ValueError):

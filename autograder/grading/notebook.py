@@ -1,4 +1,4 @@
-"""Find submitted notebooks, read them safely and restore what students may not change.
+"""Read submitted notebooks safely and restore what students may not change.
 
 `sanitize` follows nbgrader's rules: locked cells (given code, visible checks,
 graded cells) come back from the source notebook by grade_id, answer cells keep
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import nbformat
 
-from autograder.outputs.untrusted import student_id as safe_student_id, visible
+from autograder.untrusted import visible
 
 MAX_NOTEBOOK_BYTES = 20 * 2**20
 # A release has tens of cells (this course's about 50), and a student who tries things out
@@ -35,7 +35,7 @@ class Submission:
     path: Path
     ignored: list = field(default_factory=list)  # other notebooks of the same student (not graded)
     sha256: str = ""  # the file's hash, once the batch has computed it (saves reading it again)
-    renamed: str = ""  # why `student_id` is not the file's or folder's own name (see outputs/untrusted.py)
+    renamed: str = ""  # why `student_id` is not the file's or folder's own name (see untrusted.py)
     # The batch's own reading of the file (a Sanitized), when it worked out the answers key
     # from it: a local worker grades that instead of reading and sanitizing the file again.
     clean: object = field(default=None, repr=False, compare=False)
@@ -46,54 +46,6 @@ class Sanitized:
     notebook: nbformat.NotebookNode  # what gets run and written to autograded/
     cells: list  # [(cell name, source)] to run in the sandbox, in order
     tampering: list = field(default_factory=list)
-
-
-# -- finding submissions ------------------------------------------------------------
-def discover(paths, assignment):
-    """[Submission] from files, LMS-style folders of notebooks and nbgrader submitted/ trees."""
-    found = []
-    for raw in paths:
-        path = Path(raw).absolute()  # results name their file: later commands may run from elsewhere
-        if path.is_file():
-            found.append(_submission(_student_id(path, assignment), path))
-        elif path.is_dir() and (path / assignment).is_dir():  # one student's folder in submitted/
-            found += [_submission(path.name, p) for p in sorted((path / assignment).glob("*.ipynb"))]
-        elif path.is_dir():
-            tree = sorted(path.glob(f"*/{assignment}/*.ipynb"))
-            files = tree or sorted(p for p in path.glob("*.ipynb") if not p.name.startswith("."))
-            found += [_submission(_student_id(p, assignment), p) for p in files]
-        else:
-            raise FileNotFoundError(f"{path} does not exist")
-    chosen = {}
-    for submission in found:
-        best = chosen.get(submission.student_id)
-        if best is None or _preference(submission, assignment) < _preference(best, assignment):
-            chosen[submission.student_id] = submission
-    for submission in found:
-        best = chosen[submission.student_id]
-        if submission is not best:
-            best.ignored.append(str(submission.path))
-    return sorted(chosen.values(), key=lambda s: s.student_id)
-
-
-def _preference(submission, assignment):
-    """One notebook per student: the one named after the assignment, else the shortest name."""
-    return (submission.path.stem != assignment, len(submission.path.name), str(submission.path))
-
-
-def _submission(name, path):
-    """A Submission whose id is safe as a file name, in a terminal and in the gradebook: a
-    name that starts with a dot (`.batch` would be written over the batch's own .batch.json),
-    holds control characters or is too long is graded under a safe id, and says why."""
-    student, renamed = safe_student_id(name)
-    return Submission(student, path, renamed=renamed)
-
-
-def _student_id(path, assignment):
-    # nbgrader layout: submitted/<student>/<assignment>/<notebook>.ipynb
-    if path.parent.name == assignment and path.parent.parent.name:
-        return path.parent.parent.name
-    return path.stem
 
 
 def sha256(path):

@@ -5,7 +5,7 @@ points, `setup.sh` and `run_autograder`, next to this package and a course
 holding just that assignment (its exercise folder, solutions, source and
 release). On Gradescope the zip is unpacked to /autograder/source, which is
 then the course; `run_autograder` calls
-`python -m autograder.outputs.gradescope ASSIGNMENT`, which grades the notebook in
+`python -m autograder.runs.gradescope ASSIGNMENT`, which grades the notebook in
 /autograder/submission with the same sandboxed grader as `autograder grade`
 and writes /autograder/results/results.json.
 """
@@ -22,7 +22,7 @@ from pathlib import Path
 from autograder.course import PACKAGE_CHECKOUT, Course, CourseError, copy_assignment, write_atomically
 from autograder.record import INVALID, Result
 
-SCHEMA = Path(__file__).with_name("gradescope_results.schema.json")
+SCHEMA = Path(__file__).parent.parent / "outputs" / "gradescope_results.schema.json"
 PACKAGE = ("autograder", "pyproject.toml")  # this package, installed from the bundle by setup.sh
 
 SETUP_SH = """#!/usr/bin/env bash
@@ -44,7 +44,7 @@ set -euo pipefail
 ROOT="${{AUTOGRADER_ROOT:-/autograder}}"
 PYTHON="${{AUTOGRADER_PYTHON:-$ROOT/venv/bin/python}}"
 cd "$ROOT/source"
-exec "$PYTHON" -m autograder.outputs.gradescope {assignment} --root "$ROOT"{flags}
+exec "$PYTHON" -m autograder.runs.gradescope {assignment} --root "$ROOT"{flags}
 """
 
 
@@ -122,7 +122,7 @@ def submission_time(metadata_file, student):
     """({student: time}, {student: roster row with extension_hours}) from Gradescope's
     submission_metadata.json: when it was submitted, and how much later than the assignment's
     due date this student's own due date is (an extension). Empty when there is no file."""
-    from autograder.grading.late import parse_time
+    from autograder.runs.late import parse_time
 
     try:
         metadata = json.loads(Path(metadata_file).read_text())
@@ -144,7 +144,7 @@ def grade_submission(name, root, unsafe_no_sandbox=False):
     """Grade root/submission into root/results/results.json; return its `record.Result`.
 
     Raises NoSandbox (nothing written) when there is no working sandbox and no opt-out."""
-    from autograder.grading.batch import grade_batch, read_source
+    from autograder.runs.batch import grade_batch, read_source
     from autograder.outputs.feedback import layout_of
     from autograder.grading.sandbox import require_sandbox, unsafe_warning
 
@@ -190,7 +190,7 @@ def grade_submission(name, root, unsafe_no_sandbox=False):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m autograder.outputs.gradescope",
+    parser = argparse.ArgumentParser(prog="python -m autograder.runs.gradescope",
                                      description="Grade a Gradescope submission (run by run_autograder).")
     parser.add_argument("assignment")
     parser.add_argument("--root", default="/autograder", help="Gradescope's /autograder folder")

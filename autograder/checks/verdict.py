@@ -18,7 +18,7 @@ RTOL, ATOL = 1e-3, 1e-4
 class NamedMistake(pytest.fail.Exception):
     """A failure that names the mistake (a known mistake's output matched, or its sure sign).
     In a cell where one check names the mistake, the other failing checks of that cell say
-    nothing more (grading/rootcause.py): their generic words would only send the student
+    nothing more (checks/rootcause.py): their generic words would only send the student
     elsewhere."""
 
 

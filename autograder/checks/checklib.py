@@ -6,7 +6,7 @@ identical parameters (copied by name) and running both on the same input.
 import torch
 
 from autograder.wire import seeded
-from autograder.grading.verdict import (close, expect_close, expect_tensor, fail, listed, name_mistake, no_known_mistake,
+from autograder.checks.verdict import (close, expect_close, expect_tensor, fail, listed, name_mistake, no_known_mistake,
                                         shape_text, short)
 
 
@@ -97,15 +97,15 @@ def diagnosis(probe):
     check of the cell failed, costs no points, and is listed only when it names the mistake."""
     import pytest
 
-    from autograder.grading import errormodel
-    from autograder.grading.plugin import grade_id_of
+    from autograder.checks import errormodel
+    from autograder.checks.plugin import grade_id_of
 
     @pytest.mark.diagnosis
     def test_diagnosis(request, student, error_model, solutions, resources, seed, cell_failed, upstream_failed):
         """Your answer, compared with the common mistakes for this exercise"""
         mutants = error_model.get(grade_id_of(request.node))
         if not cell_failed or upstream_failed or not mutants or getattr(student, "lost", None):
-            return  # nothing failed; the cause is upstream (grading/rootcause.py says so); nothing known; or gone
+            return  # nothing failed; the cause is upstream (checks/rootcause.py says so); nothing known; or gone
         seen = errormodel.observe(probe, student, seed)
         chosen = errormodel.recognise(seen, probe, solutions, mutants, seed, resources)
         if chosen:

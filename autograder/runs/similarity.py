@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder.course import write_atomically
-from autograder.outputs.untrusted import for_spreadsheet
+from autograder.untrusted import for_spreadsheet
 
 K, WINDOW = 12, 4  # fingerprints of 12 filtered characters (copydetect's tokens), one kept per 4
 SHOWN_PAIRS = 25
@@ -69,7 +69,7 @@ def graded_code(notebook, release):
     (read-only cells restored from the release, answer cells and cells the student added as
     written), without the cells that are the release's own code. A copy moved out of the answer
     cells into an added cell counts; an edit of a read-only cell, which never runs, does not."""
-    from autograder.grading.submissions import sanitize
+    from autograder.grading.notebook import sanitize
 
     given = {cell.source.strip() for cell in release.cells if cell.cell_type == "code"}
     cells = sanitize(notebook, release, release).cells  # the release as source: hidden checks never run
@@ -155,7 +155,7 @@ def _highlighted(fp, shared):
 def class_answers(results, release_notebook):
     """({student: the code graded for them}, {student: failed-check messages}, boilerplate,
     [students whose notebook can no longer be read]) for the graded results."""
-    from autograder.grading.submissions import InvalidNotebook, read_notebook
+    from autograder.grading.notebook import InvalidNotebook, read_notebook
 
     codes, failures, unreadable = {}, {}, []
     for result in results:

@@ -11,7 +11,7 @@ import os
 import warnings
 
 from autograder.course import Course
-from autograder.grading.runner import feedback_lines, run_checks
+from autograder.checks.runner import feedback_lines, run_checks
 from autograder.inside.student import NamespaceStudent
 
 

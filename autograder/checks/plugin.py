@@ -11,10 +11,10 @@ from dataclasses import dataclass
 import pytest
 import torch
 
-from autograder.authoring import reference as reference_module
-from autograder.grading import errormodel
+from autograder.course import reference as reference_module
+from autograder.checks import errormodel
 from autograder.wire import StudentError
-from autograder.grading.verdict import NamedMistake, bounded, hint_for, use_hints
+from autograder.checks.verdict import NamedMistake, bounded, hint_for, use_hints
 
 
 @dataclass
@@ -58,6 +58,20 @@ def _short_repr(excinfo, style=None):
     return f"{excinfo.typename}: {excinfo.value}"
 
 
+# The markers a hidden check may carry: name(arguments) -> what it does. Each one's behaviour is
+# in this module (collection order, credit, quieting); docs/checks.md lists them from here.
+MARKERS = {
+    "weight(n)": "relative weight of a check in its grade cell",
+    "fixed_inputs(*checks)": "a check on the notebook's own inputs; it earns credit only when the named checks"
+                             " on random inputs pass too",
+    "after(*checks)": "a check that uses what the named checks (same file) test; while one of them fails, its own"
+                      " failure says nothing more",
+    "diagnosis": "runs after the file's other checks and names the mistake (from the error model, or by another"
+                 " test of the cause) when one of them failed; costs no points and is not listed when it names"
+                 " nothing",
+}
+
+
 class GradingPlugin:
     def __init__(self, assignment, student=None, seed=0):
         self.assignment = assignment
@@ -76,14 +90,8 @@ class GradingPlugin:
         self._student, self.run_seed, self.results = student, seed, []
 
     def pytest_configure(self, config):
-        config.addinivalue_line("markers", "weight(n): relative weight of a check in its grade cell")
-        config.addinivalue_line("markers", "fixed_inputs(*checks): a check on the notebook's own inputs; it"
-                                " earns credit only when the named checks on random inputs pass too")
-        config.addinivalue_line("markers", "after(*checks): a check that uses what the named checks (same file)"
-                                " test; while one of them fails, its own failure says nothing more")
-        config.addinivalue_line("markers", "diagnosis: runs after the file's other checks and names the mistake"
-                                " (from the error model, or by another test of the cause) when one of them failed;"
-                                " costs no points and is not listed when it names nothing")
+        for name, description in MARKERS.items():
+            config.addinivalue_line("markers", f"{name}: {description}")
 
     @pytest.fixture
     def student(self):

@@ -25,10 +25,10 @@ from pathlib import Path
 
 import torch
 
-from autograder.authoring import reference as reference_module
+from autograder.course import reference as reference_module
 from autograder.inside.student import NamespaceStudent
 from autograder.wire import StudentError
-from autograder.grading.verdict import ATOL, RTOL
+from autograder.checks.verdict import ATOL, RTOL
 
 ERRORS = "errors.toml"
 WHERE = " (your line "  # starts where a student's error happened (inside/student.py `_where`)

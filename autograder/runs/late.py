@@ -29,7 +29,7 @@ from datetime import date, datetime, time, timedelta, timezone
 from pathlib import Path
 
 from autograder.course import CourseError
-from autograder.outputs.untrusted import visible
+from autograder.untrusted import visible
 
 FIELDS = {"due", "grace_minutes", "percent_per_day", "percent_per_hour", "cap_percent", "cutoff"}
 YEARS = range(1990, 2200)  # a submission time, due date or cutoff outside them is refused

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from pathlib import Path
 
-PACKAGE_CHECKOUT = Path(__file__).resolve().parent.parent
+PACKAGE_CHECKOUT = Path(__file__).resolve().parent.parent.parent
 SETTINGS = "assignment.toml"
 
 
@@ -114,7 +114,7 @@ class Assignment:
 
     @property
     def builds_on(self):
-        """{graded cell: [graded cells it uses]} from `[builds_on]` (see grading/rootcause.py)."""
+        """{graded cell: [graded cells it uses]} from `[builds_on]` (see checks/rootcause.py)."""
         table = self.settings.get("builds_on", {})
         if not isinstance(table, dict) or not all(
                 isinstance(v, list) and all(isinstance(x, str) for x in v) for v in table.values()):

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder.grading.plugin import GradingPlugin, quiet_consequences, withhold_unearned
+from autograder.checks.plugin import GradingPlugin, quiet_consequences, withhold_unearned
 
 CHECKS_INI = Path(__file__).resolve().parent / "checks_pytest.ini"
 

@@ -19,7 +19,7 @@ the words change, and they are true whatever the cell's own code is.
 """
 import re
 
-from autograder.grading.verdict import short
+from autograder.checks.verdict import short
 
 # What a cascade message looks like (authoring/corpus.py scores diagnoses by it).
 UPSTREAM = re.compile(r"[Ff]ix Exercise \S+(?: and Exercise \S+)* first")

@@ -1,0 +1,1 @@
+"""Runs of many submissions: the batch, identical answers, late work, the graded folder, entry points."""
