@@ -133,7 +133,7 @@ def _print_release_warm_up(what):
 
 def cmd_demo(args):
     """Build and release, then grade the example submissions with `autograder grade`."""
-    from autograder.runs.batch import grade_batch
+    from autograder.runs.batch import grade_batch, graded_folder, standard_outputs
     from autograder.authoring.build import write_source
     from autograder.authoring.examples import write_examples
     from autograder.authoring.nbgrader_steps import generate_assignment
@@ -148,10 +148,11 @@ def cmd_demo(args):
         generate_assignment(assignment)
         students = write_examples(assignment, course.submitted)
         console.print(f"Grading {len(students)} example submissions of {assignment.name} in sandboxes ...")
-        report = grade_batch(assignment, [course.submitted], force=True,
-                             jobs=os.cpu_count() or 1, unsafe_no_sandbox=args.unsafe_no_sandbox)
+        folder = graded_folder(assignment)
+        report = grade_batch(assignment, [course.submitted], standard_outputs(assignment, folder), out_dir=folder,
+                             force=True, jobs=os.cpu_count() or 1, unsafe_no_sandbox=args.unsafe_no_sandbox)
         print_results(report.results, assignment.name)
-        console.print(f"Class report: {report.out_dir / 'report.html'}; feedback pages: {report.out_dir / 'feedback'}")
+        console.print(f"Class report: {folder.report}; feedback pages: {folder.feedback}")
     console.print(f"Done in {time.perf_counter() - started:.1f} s. Results: {course.root / 'graded'};"
                   f" gradebook: {course.gradebook} (try `nbgrader export`).")
     return 0
@@ -159,9 +160,17 @@ def cmd_demo(args):
 
 def cmd_grade(args):
     """Grade submissions in sandboxes; results, grades.csv and the gradebook."""
-    from autograder.runs.batch import grade_batch
+    from autograder.outputs.lms import RosterError, read_roster
+    from autograder.runs.batch import grade_batch, graded_folder, standard_outputs
+    from autograder.runs.late import LateError, read_times
 
     assignment = _assignment(args)
+    try:
+        times = read_times(args.submitted_at) if args.submitted_at else None
+        roster = read_roster(args.roster) if args.roster else None
+    except (LateError, RosterError) as error:
+        console.print(f"[red]autograder grade: {shown(error, None)}[/red]", highlight=False)
+        return 2
     scheduler = None
     if args.cluster:
         scheduler = _dask_scheduler(args)  # each worker is asked whether it may run student code
@@ -170,34 +179,39 @@ def cmd_grade(args):
     limits = {"timeout": args.timeout} if args.timeout else {}
     if args.memory_mb:
         limits["memory_bytes"] = args.memory_mb * 2**20
-    progress = _progress(console.is_terminal)
-    task = None
-
-    def advance(result):
-        nonlocal task
-        if task is None:  # started only now: the workers are forked, with no display thread around
-            progress.start()
-            task = progress.add_task("grading", total=None)
-        progress.update(task, advance=1, description=shown(result.student_id, 60))
-
-    from autograder.runs.late import LateError, read_times
-    from autograder.outputs.lms import RosterError, read_roster
-
+    progress = _Progress()
+    folder = graded_folder(assignment, args.out)
     try:
-        times = read_times(args.submitted_at) if args.submitted_at else None
-        roster = read_roster(args.roster) if args.roster else None
-    except (LateError, RosterError) as error:
-        console.print(f"[red]autograder grade: {shown(error, None)}[/red]", highlight=False)
-        return 2
-    try:
-        report = grade_batch(assignment, args.paths, out_dir=args.out,
+        report = grade_batch(assignment, args.paths, standard_outputs(assignment, folder), out_dir=folder,
                              jobs=args.jobs or os.cpu_count() or 1, limits=limits, force=args.force,
-                             seed=args.seed, on_result=advance, unsafe_no_sandbox=args.unsafe_no_sandbox,
+                             seed=args.seed, on_result=progress.advance, unsafe_no_sandbox=args.unsafe_no_sandbox,
                              submitted_at=times, roster=roster, scheduler=scheduler)
     finally:
         progress.stop()
         if scheduler is not None:
             scheduler.close()
+    _print_batch(report, args, folder)
+    return 1 if report.problems or any(r.status == ERROR for r in report.graded) else 0
+
+
+class _Progress:
+    """The progress bar, started with the first result: the workers are forked by then, with
+    no display thread around."""
+
+    def __init__(self):
+        self.bar, self.task = _progress(console.is_terminal), None
+
+    def advance(self, result):
+        if self.task is None:
+            self.bar.start()
+            self.task = self.bar.add_task("grading", total=None)
+        self.bar.update(self.task, advance=1, description=shown(result.student_id, 60))
+
+    def stop(self):
+        self.bar.stop()
+
+
+def _print_batch(report, args, folder):
     print_results(report.results, args.assignment)
     for result in report.graded:
         if result.status == ERROR:
@@ -210,18 +224,17 @@ def cmd_grade(args):
     console.print(f"graded {len(graded)}"
                   + (f" ({reused} with answers identical to another submission's, graded once)" if reused else "")
                   + f", failed {failed}, skipped {report.skipped} (already graded), "
-                  f"mean score {mean:.2f}, wall time {report.seconds:.1f} s; results in {report.out_dir}")
+                  f"mean score {mean:.2f}, wall time {report.seconds:.1f} s; results in {folder.root}")
     if report.changes:
         console.print(f"{len(report.changes)} students' scores changed since their last grading: see"
-                      f" {report.out_dir / 'changes.csv'} (the previous results are in {report.out_dir / 'history'})")
+                      f" {folder.changes_csv} (the previous results are in {folder.root / 'history'})")
     if any(r.unsandboxed for r in report.graded):
         console.print("[bold red]These results were graded WITHOUT a sandbox (--unsafe-no-sandbox);"
                       " grades.csv, the report and the feedback pages say so.[/bold red]")
-    console.print(f"class report: {report.out_dir / 'report.html'}; feedback pages: {report.out_dir / 'feedback'}")
+    console.print(f"class report: {folder.report}; feedback pages: {folder.feedback}")
     if args.verbose:
         console.print("time spent: " + ", ".join(f"{name} {seconds:.1f} s" for name, seconds in report.phases.items()))
     print_problems(report.problems)
-    return 1 if report.problems or any(r.status == ERROR for r in report.graded) else 0
 
 
 def print_problems(problems):
@@ -252,32 +265,42 @@ def _dask_scheduler(args):
                          unsafe_no_sandbox=args.unsafe_no_sandbox)
 
 
-def _graded(args, folder):
-    """(assignment, results folder, its results); says how to get results when there are none."""
-    from autograder.record import all_results
+def _graded(args, out_dir):
+    """(assignment, its GradedFolder, its results); says how to get results when there are none."""
+    from autograder.runs.batch import graded_folder
 
     assignment = _assignment(args)
-    out_dir = Path(folder or assignment.course.graded(assignment.name))
-    results = all_results(out_dir)
+    folder = graded_folder(assignment, out_dir)
+    results = folder.results()
     if not results:
-        console.print(f"[red]No results in {out_dir}[/red]: grade first with `autograder grade {args.assignment} PATH`.")
-    return assignment, out_dir, results
+        console.print(f"[red]No results in {folder.root}[/red]: grade first with `autograder grade {args.assignment} PATH`.")
+    return assignment, folder, results
+
+
+def _pages(assignment, folder, feedback=True):
+    """The class report, and each student's feedback page unless `feedback` is false."""
+    from autograder.outputs.feedback import FeedbackPages, layout_of
+    from autograder.outputs.report import ClassReport
+    from autograder.runs.batch import read_source
+
+    layout = layout_of(read_source(assignment))
+    return [*([FeedbackPages(folder, layout)] if feedback else []), ClassReport(folder, assignment.name, layout)]
 
 
 def cmd_feedback(args):
     """(Re)write feedback/<student>.html and report.html from the results of earlier runs."""
-    from autograder.runs.batch import read_source, write_pages
+    from autograder.runs.batch import write_outputs
 
-    assignment, out_dir, results = _graded(args, args.out)
+    assignment, folder, results = _graded(args, args.out)
     if not results:
         return 1
     only_report = args.command == "report"
-    report = write_pages(args.assignment, out_dir, results, read_source(assignment),
-                         new_results=[] if only_report else None)
+    problems = write_outputs(_pages(assignment, folder, feedback=not only_report), results)
     if not only_report:
-        console.print(f"wrote {len(results)} feedback pages to {out_dir / 'feedback'}")
-    console.print(f"wrote the class report {report}")
-    return 0
+        console.print(f"wrote {len(results)} feedback pages to {folder.feedback}")
+    console.print(f"wrote the class report {folder.report}")
+    print_problems(problems)
+    return 1 if problems else 0
 
 
 def cmd_gradescope(args):
@@ -298,7 +321,7 @@ def cmd_export(args):
     from autograder.runs.batch import read_source
     from autograder.outputs import lms
 
-    assignment, out_dir, results = _graded(args, args.results)
+    assignment, folder, results = _graded(args, args.results)
     if not results:
         return 1
     try:
@@ -311,7 +334,7 @@ def cmd_export(args):
     except lms.RosterError as error:
         console.print(f"[red]autograder export: {shown(error, 2000)}[/red]", highlight=False)
         return 2
-    target = write_atomically(Path(args.out or out_dir / f"{args.lms}-{assignment.name}.csv"), export.text)
+    target = write_atomically(Path(args.out or folder.root / f"{args.lms}-{assignment.name}.csv"), export.text)
     console.print(f"wrote {target}: {export.exported} grades for {args.lms.capitalize()}'s gradebook import"
                   " (autograded points only: written answers graded in formgrader are not in it)")
     for label, students in (("on the roster but not graded (left empty)", export.without_result),
@@ -325,10 +348,10 @@ def cmd_export(args):
 
 def cmd_similarity(args):
     """Rank pairs of students by similar answers and shared wrong results (evidence, not a verdict)."""
-    from autograder.runs.batch import read_release, read_source, write_pages
+    from autograder.runs.batch import read_release, write_outputs
     from autograder.runs.similarity import write_report
 
-    assignment, out_dir, results = _graded(args, args.results)
+    assignment, folder, results = _graded(args, args.results)
     if not results:
         return 1
     import importlib.util
@@ -337,8 +360,8 @@ def cmd_similarity(args):
         console.print("[red]autograder similarity needs copydetect[/red]: pip install copydetect"
                       " (or this package's `similarity` extra).")
         return 2
-    table, page, pairs, unreadable = write_report(out_dir, assignment.title, results, read_release(assignment))
-    write_pages(assignment.name, out_dir, results, read_source(assignment), new_results=[])  # the report's section
+    table, page, pairs, unreadable = write_report(folder, assignment.title, results, read_release(assignment))
+    print_problems(write_outputs(_pages(assignment, folder, feedback=False), results))  # the report's section
     console.print(f"{len(pairs)} pairs share something rare; wrote {page} and {table} (evidence for a person to"
                   " weigh, never a penalty)")
     for pair in pairs[:5]:
@@ -452,8 +475,39 @@ def _fmt(value):
 
 
 def main(argv=None):
+    args = parser().parse_args(argv)
+    from autograder.grading.sandbox import NoSandbox
+    from autograder.grading.selfcheck import PoisonedInterpreter
+
+    try:
+        return args.func(args) or 0
+    except CourseError as error:
+        console.print(f"[red]autograder {args.command}: {shown(error, None, newlines=True)}[/red]", highlight=False)
+        return 2
+    except (NoSandbox, PoisonedInterpreter) as refusal:  # nothing ran; say why, in words
+        console.print(f"[bold red]autograder {args.command}: {shown(refusal, None, newlines=True)}[/bold red]",
+                      highlight=False)
+        return 2
+    except Exception as error:  # a clear one-line message, not a traceback
+        console.print(f"[red]autograder {args.command} failed:[/red] {shown(error, 2000, newlines=True)}")
+        return 1
+
+
+
+
+def parser():
+    """Every command and its options (each group of commands in a function of its own)."""
     parser = argparse.ArgumentParser(prog="autograder", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
+    for add in (_instructor_commands, _grade_command, _results_commands, _course_commands):
+        add(sub)
+    for command in sub.choices.values():
+        command.add_argument("--course", help="the course folder (default: the nearest folder at or above this"
+                                              " one with exercises/, else the course bundled with this package)")
+    return parser
+
+
+def _instructor_commands(sub):
     p = sub.add_parser("build", help="exercises/ + solutions/ -> source/ notebooks")
     p.add_argument("assignments", nargs="*")
     p.set_defaults(func=cmd_build)
@@ -470,6 +524,9 @@ def main(argv=None):
     p = sub.add_parser("demo", help="release, grade the example submissions in sandboxes, print grades")
     _add_unsafe_flag(p)
     p.set_defaults(func=cmd_demo)
+
+
+def _grade_command(sub):
     p = sub.add_parser("grade", help="grade submitted notebooks in sandboxes (trusted, parallel)")
     p.add_argument("assignment")
     p.add_argument("paths", nargs="+", metavar="PATH",
@@ -494,6 +551,9 @@ def main(argv=None):
     p.add_argument("--tls-key", help="with --cluster tls://...: this client's private key")
     _add_unsafe_flag(p)
     p.set_defaults(func=cmd_grade)
+
+
+def _results_commands(sub):
     for name, text in (("feedback", "write each student's feedback page and the class report from graded results"),
                        ("report", "write only the class report (report.html) from graded results")):
         p = sub.add_parser(name, help=text)
@@ -521,6 +581,9 @@ def main(argv=None):
     p.add_argument("assignment")
     p.add_argument("--results", help="results folder (default: COURSE/graded/ASSIGNMENT)")
     p.set_defaults(func=cmd_similarity)
+
+
+def _course_commands(sub):
     p = sub.add_parser("init", help="create an empty course folder (nbgrader config, exercises/, solutions/)")
     p.add_argument("folder")
     p.set_defaults(func=cmd_init)
@@ -531,25 +594,6 @@ def main(argv=None):
     p = sub.add_parser("trust-startup-files",
                        help="trust this machine's .pth start-up files as they are now (fresh machines only)")
     p.set_defaults(func=cmd_trust)
-    for command in sub.choices.values():
-        command.add_argument("--course", help="the course folder (default: the nearest folder at or above this"
-                                              " one with exercises/, else the course bundled with this package)")
-    args = parser.parse_args(argv)
-    from autograder.grading.sandbox import NoSandbox
-    from autograder.grading.selfcheck import PoisonedInterpreter
-
-    try:
-        return args.func(args) or 0
-    except CourseError as error:
-        console.print(f"[red]autograder {args.command}: {shown(error, None, newlines=True)}[/red]", highlight=False)
-        return 2
-    except (NoSandbox, PoisonedInterpreter) as refusal:  # nothing ran; say why, in words
-        console.print(f"[bold red]autograder {args.command}: {shown(refusal, None, newlines=True)}[/bold red]",
-                      highlight=False)
-        return 2
-    except Exception as error:  # a clear one-line message, not a traceback
-        console.print(f"[red]autograder {args.command} failed:[/red] {shown(error, 2000, newlines=True)}")
-        return 1
 
 
 def run():

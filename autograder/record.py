@@ -77,6 +77,9 @@ class Result:
     sandbox: str = ""  # "bubblewrap", "none" (--unsafe-no-sandbox), "" (never ran)
     execution_time: float = 0.0
     timings: dict = field(default_factory=dict)  # seconds per step, for benchmarks
+    # The sanitized notebook it was graded from, on its way to the outputs that want it
+    # (autograded/); never written to the result file, and dropped once the outputs have it.
+    graded_notebook: dict = field(default=None, repr=False, compare=False)
 
     @property
     def raw_score(self):

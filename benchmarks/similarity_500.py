@@ -20,6 +20,7 @@ import nbformat  # noqa: E402
 
 from autograder.authoring.corpus import load, notebook  # noqa: E402
 from autograder.grading.notebook import grade_cells  # noqa: E402
+from autograder.outputs.folder import GradedFolder
 from autograder.runs.similarity import write_report  # noqa: E402
 from autograder.record import GRADED, CellScore, CheckOutcome, Result  # noqa: E402
 from helpers import assignment_of, signed  # noqa: E402
@@ -42,7 +43,7 @@ def main():
             results.append(Result(f"s{index:04d}", assignment.name, GRADED, 1.0,
                                   [CellScore("ex1", 1.0, 2.0, "", [failed])], path=str(path)))
         started = time.perf_counter()
-        _, _, pairs, _ = write_report(tmp, assignment.title, results, release)
+        _, _, pairs, _ = write_report(GradedFolder(tmp), assignment.title, results, release)
         seconds = time.perf_counter() - started
     print(f"similarity report for {args.n} notebooks: {seconds:.1f} s ({len(pairs)} pairs share something rare)")
 

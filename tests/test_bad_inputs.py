@@ -18,7 +18,7 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
-from autograder.outputs.results import gradebook_url
+from autograder.outputs.gradebook import gradebook_url
 from helpers import example, new_course
 
 needs_bwrap = pytest.mark.usefixtures("sandbox_required")

@@ -1,4 +1,4 @@
-"""The error model (grading/errormodel.py): mutants apply, probes tell them apart, and the
+"""The error model (checks/errormodel.py): mutants apply, probes tell them apart, and the
 diagnosis check names them in place of the cell's other messages. In process, no sandbox."""
 import pytest
 

@@ -9,7 +9,7 @@ import nbformat
 import pytest
 
 from autograder import cli
-from autograder.runs.gradescope import schema_errors
+from autograder.outputs.gradescope import schema_errors
 
 from helpers import example
 

@@ -7,6 +7,7 @@ import pytest
 
 from autograder.runs.batch import grade_batch
 from autograder.grading.bundle import bundle_hash
+from autograder.outputs.folder import GradedFolder
 from autograder.runs.identical import IdenticalAnswers
 from autograder.grading.submission import REUSABLE, BatchSpec
 from autograder.grading.notebook import Submission, sha256
@@ -140,7 +141,7 @@ def test_the_key_is_about_what_runs(course, tmp_path):
     spec = BatchSpec(assignment=assignment.name, course=str(course), seed=1)
     source, release = (nbformat.read(p, as_version=4) for p in (assignment.source_notebook,
                                                                  assignment.release_notebook))
-    answers = IdenticalAnswers(assignment, spec, tmp_path, source, release)
+    answers = IdenticalAnswers(assignment, spec, GradedFolder(tmp_path), source, release)
     hand_in(tmp_path, {"x": "ben", "y": "ben", "z": "cy"})
     key = {name: answers.key(Submission(name, tmp_path / f"{name}.ipynb"))[0] for name in "xyz"}
     assert key["x"] == key["y"] != key["z"]
@@ -231,7 +232,7 @@ def test_the_worker_grades_the_batch_s_own_reading_of_the_notebook(course, tmp_p
 
 def test_each_feedback_page_is_written_as_its_result_comes_in(course, tmp_path):
     """Pages are written while the workers grade, not all after the last one."""
-    from autograder.outputs.feedback import feedback_path
+    from autograder.outputs.folder import GradedFolder
     from autograder.record import result_path
 
     hand_in(tmp_path / "in", {"a1": "dee", "b1": "ada", "b2": "ada"})
@@ -239,7 +240,7 @@ def test_each_feedback_page_is_written_as_its_result_comes_in(course, tmp_path):
 
     def on_result(result):
         out = course / "graded" / "causal_attention"
-        seen[result.student_id] = (feedback_path(out, result.student_id).exists(),
+        seen[result.student_id] = (GradedFolder(out).feedback_page(result.student_id).exists(),
                                    result_path(out, result.student_id).exists())
 
     grade_batch(assignment_of(course), [tmp_path / "in"], scheduler=CountingScheduler(), seed=1,

@@ -245,7 +245,7 @@ def test_a_right_answer_after_every_attack_on_the_same_worker_scores_full_marks(
     import json
 
     from autograder.runs.batch import grade_batch
-    from autograder.runs.identical import CACHE_DIR
+    from autograder.outputs.folder import GradedFolder
     from helpers import assignment_of, example, new_course, with_extra_code, write
 
     course = new_course(tmp_path)
@@ -264,7 +264,7 @@ def test_a_right_answer_after_every_attack_on_the_same_worker_scores_full_marks(
     memfd = results["e_memfd"]
     assert memfd.score < 26 and any("reached the 512 MiB of memory" in note for note in memfd.notes), memfd.notes
     cached = {json.loads(path.read_text())["extra_data"]["student_id"]: json.loads(path.read_text())
-              for path in (report.out_dir / CACHE_DIR).glob("*.json")}
+              for path in GradedFolder(report.out_dir).answers.glob("*.json")}
     assert "e_memfd" not in cached  # it was stopped: the next batch runs it again
     assert "ran every cell" in cached["z_ada"]["extra_data"]["reusable"]
 

@@ -5,7 +5,7 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
-from autograder.outputs.results import GradebookWriter, gradebook_url, sync_gradebook
+from autograder.outputs.gradebook import GradebookWriter, gradebook_url, sync_gradebook
 from autograder.grading.notebook import grade_cells, manual_cells
 from autograder.record import CellScore, Result
 from helpers import new_course
@@ -64,7 +64,7 @@ def test_sync_writes_updates_and_keeps_manual_scores(course, cells):
 
 
 def test_the_writer_reads_once_and_writes_each_student_once(course, cells, monkeypatch):
-    from autograder.outputs import results as module
+    from autograder.outputs import gradebook as module
 
     sync_gradebook(course, ASSIGNMENT, [result("early", cells, 1.0)])  # graded by an earlier run
     written = []
@@ -103,7 +103,7 @@ def test_a_failed_write_leaves_nothing_half_done_and_the_next_one_writes_it(cour
     from sqlalchemy.exc import OperationalError
     from sqlalchemy.orm import Session
 
-    from autograder.outputs.results import GradebookSync
+    from autograder.outputs.gradebook import GradebookSync
 
     real = Session.commit
     failures = []

@@ -77,7 +77,7 @@ def check_code_lines():
     students_write = "\n".join(p.read_text() for p in [*(ROOT / "solutions").glob("*.py"),
                                                          *(ROOT / "exercises").glob("*/notebook.md")])
     lines = set()
-    for path in [*(ROOT / "exercises").glob("*/checks/*.py"), ROOT / "autograder" / "grading" / "checklib.py"]:
+    for path in [*(ROOT / "exercises").glob("*/checks/*.py"), ROOT / "autograder" / "checks" / "checklib.py"]:
         tree = ast.parse(path.read_text())
         strings = {node.lineno for node in ast.walk(tree) if isinstance(node, ast.Constant) and isinstance(node.value, str)}
         for number, line in enumerate(path.read_text().splitlines(), start=1):
@@ -147,9 +147,7 @@ def test_autograded_notebooks_are_valid(graded_examples):
 
 def test_an_autograded_notebook_from_an_older_format_is_valid(tmp_path):
     """A 4.4 notebook (no cell ids) comes back as a valid 4.5 one, with the outputs in place."""
-    from types import SimpleNamespace
-
-    from autograder.grading.submission import write_autograded
+    from autograder.outputs.autograded import write_autograded
     from autograder.grading.notebook import read_notebook
     from autograder.record import CellScore, Result
 
@@ -163,7 +161,7 @@ def test_an_autograded_notebook_from_an_older_format_is_valid(tmp_path):
     notebook = read_notebook(tmp_path / "old.ipynb")
     result = Result(student_id="s", assignment="a", status="graded",
                     cells=[CellScore("ex1", 1.5, 2, output="ex1: 1.5 / 2 points")])
-    write_autograded(SimpleNamespace(autograded_dir=str(tmp_path / "autograded"), assignment="a"), "s", notebook, result)
+    write_autograded(tmp_path / "autograded", "a", "s", notebook, result)
     written = nbformat.read(tmp_path / "autograded" / "s" / "a" / "a.ipynb", as_version=4)
     nbformat.validate(written)
     assert written.nbformat_minor == 5 and len({cell.id for cell in written.cells}) == 2

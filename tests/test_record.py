@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from autograder.runs.gradescope import schema_errors
+from autograder.outputs.gradescope import schema_errors
 from autograder.record import (CellError, CellScore, CheckOutcome, Result, all_results, read_result, result_path,
                                write_result)
 from helpers import ROOT

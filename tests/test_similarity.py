@@ -8,6 +8,7 @@ import pytest
 
 from autograder.authoring.corpus import load, notebook
 from autograder.grading.notebook import grade_cells
+from autograder.outputs.folder import GradedFolder
 from autograder.runs.similarity import answer_code, rank_pairs, write_report
 from autograder.record import GRADED, CellScore, CheckOutcome, Result
 from helpers import assignment_of
@@ -98,7 +99,7 @@ def test_the_report_files(tmp_path, synthetic_class):
         results.append(Result(student, "causal_attention", GRADED, 1.0, [CellScore("ex1", 1.0, 2.0, "", [check])],
                               path=str(path)))
     results.append(Result("broken", "causal_attention", GRADED, path=str(tmp_path / "gone.ipynb")))
-    table, page, pairs, unreadable = write_report(tmp_path, "Causal attention", results, release)
+    table, page, pairs, unreadable = write_report(GradedFolder(tmp_path), "Causal attention", results, release)
     assert unreadable == ["broken"]
     rows = list(csv.DictReader(open(table)))
     assert {rows[0]["student_a"], rows[0]["student_b"]} == {COPIED[0], f"copy-of-{COPIED[0]}"}
@@ -176,7 +177,7 @@ def test_a_copy_moved_into_an_added_cell_is_found(tmp_path, synthetic_class):
                  if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("solution"))
     mover.cells.insert(first + 1, nbformat.v4.new_code_cell(disguised(codes[copied])))
     results, release = _class_on_disk(tmp_path, codes, students, {"mover": mover})
-    _, _, pairs, unreadable = write_report(tmp_path, "Causal attention", results, release)
+    _, _, pairs, unreadable = write_report(GradedFolder(tmp_path), "Causal attention", results, release)
     assert not unreadable
     assert {pairs[0].a, pairs[0].b} == {copied, "mover"} and pairs[0].code > 0.6
 
@@ -197,7 +198,7 @@ def test_the_releases_code_and_edits_that_never_run_are_no_evidence(tmp_path, sy
         locked.source += "\n" + codes[COPIED[0]]  # the same rare code, in a cell grading restores
         extra[student] = nb
     results, release = _class_on_disk(tmp_path, codes, students, extra)
-    _, _, pairs, _ = write_report(tmp_path, "Causal attention", results, release)
+    _, _, pairs, _ = write_report(GradedFolder(tmp_path), "Causal attention", results, release)
     flagged = {frozenset((p.a, p.b)) for p in pairs if p.code > 0}
     assert frozenset(("dee", "eve")) not in flagged and frozenset(("fay", "gus")) not in flagged
     fay = next(p for p in pairs if {p.a, p.b} == {"fay", COPIED[1]})  # her answers are a copy: she is not left out
@@ -209,6 +210,6 @@ def test_student_ids_that_look_like_formulas_stay_text_in_similarity_csv(tmp_pat
     copied = codes[COPIED[0]]
     results, release = _class_on_disk(tmp_path, {"=HYPERLINK(1)": copied, "@copy": copied},
                                       ["=HYPERLINK(1)", "@copy"])
-    table, _, _, _ = write_report(tmp_path, "Causal attention", results, release)
+    table, _, _, _ = write_report(GradedFolder(tmp_path), "Causal attention", results, release)
     row = next(csv.DictReader(open(table)))
     assert {row["student_a"], row["student_b"]} == {"'=HYPERLINK(1)", "'@copy"}

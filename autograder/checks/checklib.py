@@ -86,7 +86,7 @@ def expect_reference_output(student, reference, class_name, args, x, rng, what, 
     expect_close(got, expected, what, hint)
 
 
-# -- the error model's diagnosis (grading/errormodel.py) ---------------------------------------
+# -- the error model's diagnosis (checks/errormodel.py) ---------------------------------------
 def diagnosis(probe):
     """The check that names a cell's mistake from the error model, in the cell's test file (it
     runs after the file's other checks, wherever it is defined; see plugin.py):

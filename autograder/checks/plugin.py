@@ -103,7 +103,7 @@ class GradingPlugin:
 
     @pytest.fixture
     def error_model(self):
-        """{exercise: [Mutant]} of the assignment (grading/errormodel.py)."""
+        """{exercise: [Mutant]} of the assignment (checks/errormodel.py)."""
         return errormodel.load(self.assignment.folder)
 
     @pytest.fixture

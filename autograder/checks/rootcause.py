@@ -62,7 +62,7 @@ def root_cause_once(cells, builds_on):
 
 def one_cause_per_cell(cells):
     """Rewrite, in place: in each cell, the named mistake alone, and every message once.
-    The error model's diagnosis (grading/errormodel.py) outranks a check that names a mistake
+    The error model's diagnosis (checks/errormodel.py) outranks a check that names a mistake
     from what it alone saw: it compared the whole behaviour with every known mistake and pair."""
     for cell in cells.values():
         failing = [check for check in cell.checks if not check.passed]

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from autograder.grading.sandbox import NoSandbox
 from autograder.grading.selfcheck import PoisonedInterpreter
-from autograder.record import ERROR, Result
+
 
 MAX_ATTEMPTS = 2  # a submission whose grading kills a worker is tried once more, then recorded
 ATTEMPTS_TOPIC = "autograder-attempt-"
@@ -179,7 +179,7 @@ class DaskScheduler:
         assignment = Course(Path(spec.course)).assignment(spec.assignment)
         bundle_hash, bundle = make_bundle(assignment)
         key = batch_key(bundle_hash, spec)
-        plugin = GradingPlugin(key, bundle_hash, bundle, replace(spec, course="", autograded_dir=""),
+        plugin = GradingPlugin(key, bundle_hash, bundle, replace(spec, course="", keep_notebook=False),
                                engine_hash(), self.unsafe_no_sandbox)
         run = uuid.uuid4().hex[:12]  # attempts are counted per run: a rerun starts afresh
         pending, futures = {}, as_completed(with_results=False)
@@ -264,10 +264,8 @@ class DaskScheduler:
             return worker_killer(spec, assignment, submission)
         result, notebook = reply
         result.path = str(submission.path)
-        if spec.autograded_dir and notebook is not None:
-            from autograder.grading.submission import write_autograded
-
-            write_autograded(spec, submission.student_id, notebook, result)
+        if spec.keep_notebook:
+            result.graded_notebook = notebook
         return result
 
 

@@ -6,7 +6,6 @@ makes one per process (`worker_setup`, `grade_job`); a Dask worker one per cours
 bundle (cluster.py).
 """
 import gc
-import json
 import os
 import time
 from dataclasses import dataclass, field
@@ -14,7 +13,7 @@ from pathlib import Path
 
 import nbformat
 
-from autograder.course import Course, write_atomically
+from autograder.course import Course
 from autograder.record import GRADED, INVALID, CellError, CellScore, CheckOutcome, Result
 from autograder.grading.sandbox import NoSandbox
 from autograder.checks.rootcause import missing_because_crashed, one_cause_per_cell, root_cause_once
@@ -33,7 +32,7 @@ class BatchSpec:
     course: str  # the course folder that holds it
     seed: int
     limits: dict = field(default_factory=dict)
-    autograded_dir: str = ""  # where to write nbgrader's autograded/ notebooks ("" = don't)
+    keep_notebook: bool = False  # hand each result's sanitized notebook back (result.graded_notebook)
     isolation: str = "bubblewrap"  # or "none": no sandbox here and the TA passed --unsafe-no-sandbox
 
 
@@ -130,8 +129,8 @@ class GradingWorker:
             clean.tampering.append(ignored_note(submission))
         result = self.grade_clean(clean, base, started)
         self.last_notebook = clean.notebook
-        if spec.autograded_dir:
-            write_autograded(spec, submission.student_id, clean.notebook, result)
+        if spec.keep_notebook:  # for the outputs that write it (autograded/), in the grader's process
+            result.graded_notebook = clean.notebook
         # The grader's own CPU for this submission (sanitizing, checks, outputs), as
         # opposed to "sandbox_cpu", the student's process.
         result.timings["grader_cpu"] = round(time.process_time() - cpu, 4)
@@ -366,33 +365,3 @@ def invalid_result(spec, points, base, message, started):
     return Result(**base, assignment=spec.assignment, status=INVALID, cells=cells, seed=spec.seed,
                   output=f"This submission could not be graded: {message}.", notes=[message],
                   execution_time=round(time.perf_counter() - started, 3))
-
-
-def write_autograded(spec, student_id, notebook, result):
-    """nbgrader's autograded/<student>/<assignment>/<notebook>.ipynb, with our feedback as outputs.
-
-    `notebook` was read and validated by sanitizing; it is written as plain JSON, as
-    nbformat writes it, without validating it again (nbformat's write and output
-    constructors validated it twice more, which took most of this function's time)."""
-    by_cell = {cell.name: cell for cell in result.cells}
-    cells, seen = [], set()
-    for index, cell in enumerate(notebook["cells"]):
-        cell = dict(cell)  # the caller's notebook stays as it is (identical answers share it)
-        meta = cell.get("metadata", {}).get("nbgrader", {})
-        test = by_cell.get(meta.get("grade_id"))
-        if cell["cell_type"] == "code" and test and meta.get("grade") and not meta.get("solution"):
-            cell["outputs"] = [
-                {"output_type": "stream", "name": "stdout", "text": test.output + "\n"},
-                {"output_type": "execute_result", "data": {"text/plain": f"{test.score:g}"}, "metadata": {},
-                 "execution_count": None},
-            ]
-        if cell.get("id") in seen or not cell.get("id"):  # ids must be unique (nbformat 4.5)
-            cell["id"] = f"cell-{index}-{len(seen)}"
-        seen.add(cell["id"])
-        cells.append(cell)
-    folder = Path(spec.autograded_dir) / student_id / spec.assignment
-    folder.mkdir(parents=True, exist_ok=True)
-    # Every cell has an id now: that is nbformat 4.5 (an older notebook is upgraded, as nbformat does).
-    upgraded = {**notebook, "cells": cells, "nbformat_minor": max(notebook.get("nbformat_minor", 5), 5)}
-    text = json.dumps(upgraded, sort_keys=True, indent=1, ensure_ascii=False)
-    write_atomically(folder / f"{spec.assignment}.ipynb", text + "\n")

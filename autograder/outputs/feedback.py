@@ -14,6 +14,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup, escape
 
 from autograder.course import write_atomically
+from autograder.outputs.base import Output
 from autograder.record import grouped_checks
 
 EXERCISE = re.compile(r"\*\*(Exercise \w+)")
@@ -100,16 +101,20 @@ def inline_code(text):
     return Markup(re.sub(r"`([^`]+)`", r"<code>\1</code>", str(escape(text))))
 
 
-def feedback_path(out_dir, student_id):
-    return Path(out_dir) / "feedback" / f"{student_id}.html"
+class FeedbackPages(Output):
+    """feedback/<student>.html, written the moment each result is graded."""
+
+    what = "its feedback page"
+
+    def __init__(self, folder, layout):
+        self.folder, self.layout = folder, layout
+
+    def add(self, result):
+        self.folder.feedback.mkdir(parents=True, exist_ok=True)
+        return write_atomically(self.folder.feedback_page(result.student_id), render_feedback(result, self.layout))
 
 
-def write_feedback(out_dir, results, layout):
-    """feedback/<student>.html for every result; returns the paths."""
-    folder = Path(out_dir) / "feedback"
-    folder.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for result in results:
-        path = feedback_path(out_dir, result.student_id)
-        paths.append(write_atomically(path, render_feedback(result, layout)))
-    return paths
+def write_feedback(folder, results, layout):
+    """feedback/<student>.html for every result in the GradedFolder `folder`; returns the paths."""
+    pages = FeedbackPages(folder, layout)
+    return [pages.add(result) for result in results]

@@ -8,7 +8,7 @@ submission folders' names) to them:
 
 Only `student_id` is required; the columns an export needs must be there for
 the students it exports (`extension_hours` is for grading late work, see
-grading/late.py). Without a roster, our student ids are used as the
+runs/late.py). Without a roster, our student ids are used as the
 LMS's own identifiers (Canvas's SIS User ID, Moodle's ID number), which is right
 when submissions were collected under those ids.
 

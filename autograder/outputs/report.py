@@ -9,10 +9,13 @@ import base64
 import io
 import re
 import statistics
+import threading
 import sys
 from collections import defaultdict
 from pathlib import Path
 
+from autograder.course import write_atomically
+from autograder.outputs.base import IMPORTS, Output
 from autograder.outputs.feedback import _css, environment
 from autograder.record import GRADED
 
@@ -94,18 +97,17 @@ def needs_attention(results):
     return sorted(rows, key=lambda row: (row["status"] == "graded", row["student"]))
 
 
-def similar_pairs(out_dir, shown=5):
-    """The first rows of similarity.csv, or None when `autograder similarity` has not run."""
+def similar_pairs(path, shown=5):
+    """The first rows of similarity.csv (at `path`), or None when `autograder similarity` has not run."""
     import csv
 
-    path = Path(out_dir) / "similarity.csv" if out_dir else None
-    if path is None or not path.exists():
+    if path is None or not Path(path).exists():
         return None
     with open(path, newline="") as handle:
         return [row for _, row in zip(range(shown), csv.DictReader(handle))]
 
 
-def render_report(assignment, results, layout, wall_time=None, out_dir=None):
+def render_report(assignment, results, layout, wall_time=None, similarity_csv=None):
     graded = [r for r in results if r.status == GRADED]
     cells = [name for name in layout.titles]
     max_score = max((r.max_score for r in results), default=0.0)
@@ -131,4 +133,34 @@ def render_report(assignment, results, layout, wall_time=None, out_dir=None):
         histogram_alt=f"{len(totals)} students between {min(totals, default=0):g} and {max(totals, default=0):g} points",
         exercises=exercises, diagnostics=common_diagnostics(graded, layout.titles),
         attention=needs_attention(results),
-        unsandboxed=sorted(r.student_id for r in results if r.unsandboxed), similar=similar_pairs(out_dir))
+        unsandboxed=sorted(r.student_id for r in results if r.unsandboxed), similar=similar_pairs(similarity_csv))
+
+
+class ClassReport(Output):
+    """report.html: the class's scores, the common diagnoses, who needs attention."""
+
+    what = "the class report"
+
+    def __init__(self, folder, assignment, layout):
+        self.folder, self.assignment, self.layout = folder, assignment, layout
+        self.warming = None
+
+    def add(self, result):
+        if self.warming is None:
+            # The plotting library loads while the workers grade, not after them, when every
+            # core but this process's would wait for it. Threads only now: the workers are
+            # made (a forked pool copies this process).
+            self.warming = threading.Thread(target=self._warm_up, name="report", daemon=True)
+            self.warming.start()
+
+    @staticmethod
+    def _warm_up():
+        with IMPORTS:
+            warm_up_report()
+
+    def finish(self, results):
+        if self.warming is not None:
+            self.warming.join()  # no thread is left importing when a caller forks again
+        page = render_report(self.assignment, results, self.layout, self.folder.wall_time, self.folder.similarity_csv)
+        write_atomically(self.folder.report, page)
+        return []

@@ -1,66 +1,25 @@
-"""Where grades go: grades.csv, nbgrader's gradebook, and the batch's seed.
+"""Result files, grades.csv and regrades.
 
 The per-student result records (`autograder.record`) are the source of truth.
 Each is written the moment its submission is graded, so a batch killed at any
-point loses nothing and a rerun grades only what is missing. grades.csv and the
-gradebook are rebuilt from them at the end of every run.
+point loses nothing and a rerun grades only what is missing. grades.csv (and the
+gradebook, outputs/gradebook.py) are rebuilt from them at the end of every run.
 """
-import contextlib
 import csv
 import io
-import json
-import secrets
-import warnings
-from pathlib import Path
+from datetime import datetime, timezone
 
 from autograder.course import write_atomically
-from autograder.record import read_result, write_result
+from autograder.outputs.base import Output
+from autograder.record import write_result
 from autograder.untrusted import for_spreadsheet
-
-BATCH_FILE = ".batch.json"  # a dot-name: no student id can collide with it
-
-
-def already_graded(out_dir, submission, sha):
-    """A finished result for this very file (a changed notebook is graded again)."""
-    result = read_result(out_dir, submission.student_id)
-    return result is not None and result.finished and result.notebook_sha256 == sha
-
-
-def batch_seed(out_dir, seed=None, force=False):
-    """The batch's seed: kept across interrupted runs so a resumed batch grades alike."""
-    path = Path(out_dir) / BATCH_FILE
-    if seed is None and not force and path.exists():
-        try:
-            return int(json.loads(path.read_text())["seed"])
-        except (ValueError, KeyError, json.JSONDecodeError):
-            pass
-    seed = secrets.randbits(31) if seed is None else int(seed)
-    _write_batch_file(out_dir, {"seed": seed})
-    return seed
-
-
-def read_batch_file(out_dir):
-    try:
-        return json.loads((Path(out_dir) / BATCH_FILE).read_text())
-    except (OSError, json.JSONDecodeError):
-        return {}
-
-
-def record_wall_time(out_dir, seconds):
-    """Keep the last batch's wall time next to its seed, for the class report."""
-    _write_batch_file(out_dir, {**read_batch_file(out_dir), "last_wall_time": round(seconds, 2)})
-
-
-def _write_batch_file(out_dir, data):
-    write_atomically(Path(out_dir) / BATCH_FILE, json.dumps(data))  # a kill -9 never leaves half a seed
-
 
 def _sandbox_column(result):
     """What grades.csv says about isolation: a plain word, loud when there was none."""
     return "NONE (--unsafe-no-sandbox)" if result.unsandboxed else result.sandbox
 
 
-def write_grades_csv(out_dir, results, grade_ids):
+def write_grades_csv(path, results, grade_ids):
     """student id, score per graded cell, raw total, late penalty, total, status, notes, the sandbox
     it ran in, and when it was handed in. Text a student chose (their id, notes quoting their
     cells) never starts with a formula a spreadsheet would run."""
@@ -75,339 +34,14 @@ def write_grades_csv(out_dir, results, grade_ids):
                          _number(result.max_score), result.status,
                          for_spreadsheet("; ".join([*result.notes, *([result.late_note] if result.late_note else [])])),
                          _sandbox_column(result), for_spreadsheet(result.submitted_at)])
-    return write_atomically(Path(out_dir) / "grades.csv", handle.getvalue())
+    return write_atomically(path, handle.getvalue())
 
 
 def _number(value):
     return "" if value is None else f"{value:g}"
 
 
-# -- nbgrader's gradebook ----------------------------------------------------------------
-def gradebook_url(course):
-    """The course's database URL from nbgrader's own config (sqlite gradebook.db by default)."""
-    from nbgrader.coursedir import CourseDirectory
-    from traitlets.config.loader import PyFileConfigLoader
-
-    config_file = Path(course) / "nbgrader_config.py"
-    from traitlets.config import Config
-
-    config = PyFileConfigLoader(config_file.name, path=str(course)).load_config() if config_file.exists() else Config()
-    config.CourseDirectory.root = str(Path(course).resolve())  # the config's "." means the course, not our cwd
-    return CourseDirectory(config=config).db_url
-
-
-def _ensure_assignment(gradebook, db_url, course, assignment):
-    """The assignment, its notebook and grade cells, as generate_assignment records them."""
-    from nbgrader.api import MissingEntry
-
-    try:
-        found = gradebook.find_assignment(assignment)
-        if found.notebooks:
-            return
-    except MissingEntry:
-        pass
-    import nbformat
-    from nbgrader.preprocessors import ComputeChecksums, SaveCells
-
-    source = nbformat.read(Path(course) / "source" / assignment / f"{assignment}.ipynb", as_version=4)
-    resources = {"nbgrader": {"db_url": db_url, "assignment": assignment, "notebook": assignment}}
-    gradebook.update_or_create_assignment(assignment)
-    source, resources = ComputeChecksums().preprocess(source, resources)
-    SaveCells().preprocess(source, resources)
-
-
-class GradebookSync:
-    """One open gradebook session that writes results' scores (idempotently).
-
-    It remembers every student's scores, read once when it opens, so results
-    whose scores the gradebook already has cost nothing: rerunning a batch, or
-    handing it all results at the end, is cheap. Manual scores a TA entered
-    (concept questions, overrides) are kept.
-    """
-
-    def __init__(self, course, assignment, db_url=None):
-        from nbgrader.api import Gradebook
-
-        self.assignment = assignment
-        db_url = db_url or gradebook_url(course)
-        with _quiet():
-            self.gradebook = Gradebook(db_url)
-            try:
-                self._open(course, db_url)
-            except BaseException:
-                self.gradebook.close()
-                raise
-
-    def _open(self, course, db_url):
-        if db_url.startswith("sqlite"):
-            # nbgrader commits once per new submission; without a disk flush each time,
-            # 100 students take a second instead of several. The JSON results stay the
-            # source of truth, and every run rebuilds the gradebook from them.
-            from sqlalchemy import text
-
-            self.gradebook.db.execute(text("PRAGMA synchronous=OFF"))
-        _ensure_assignment(self.gradebook, db_url, course, self.assignment)
-        self.known = {}  # student -> {grade cell: auto score}, for students whose notebook is in
-        self.submitted = {}  # student -> id of their submission row, with or without its notebook
-        for submission in self.gradebook.assignment_submissions(self.assignment):
-            self.submitted[submission.student.id] = submission.id
-            if submission.notebooks:
-                graded = next((n for n in submission.notebooks if n.name == self.assignment), submission.notebooks[0])
-                self.known[submission.student.id] = {g.name: g.auto_score for g in graded.grades}
-        self.layout = None  # assignment_layout(), once a new student needs it
-        self.failed = {}  # student -> why their result is not in the gradebook (see write)
-
-    def write(self, results):
-        """Write `results` in one commit. When that fails, each result is written in a commit
-        of its own, so one that cannot be written (a time the database cannot hold, say)
-        never rolls back anyone else's. Returns {student: why} for those that could not be
-        written (also kept in `failed` until a later write succeeds); they stay in the JSON
-        results, and the next sync tries them again."""
-        from sqlalchemy.exc import OperationalError
-
-        results = [result for result in results if result.finished]
-        try:
-            self._commit(results)
-        except OperationalError:  # the database's own trouble (locked, full): no one result's
-            raise
-        except Exception:  # noqa: BLE001 (one result at a time finds whose it is)
-            if len(results) <= 1:
-                failed = {result.student_id: _why() for result in results}
-            else:
-                failed = {}
-                for result in results:
-                    try:
-                        self._commit([result])
-                    except Exception:  # noqa: BLE001
-                        failed[result.student_id] = _why()
-        else:
-            failed = {}
-        for result in results:
-            if result.student_id not in failed:
-                self.failed.pop(result.student_id, None)
-        self.failed.update(failed)
-        return failed
-
-    def _commit(self, results):
-        known, submitted = dict(self.known), dict(self.submitted)  # their values are replaced, never changed
-        try:
-            with _quiet(), _one_commit(self.gradebook.db):
-                self._write(results)
-        except BaseException:
-            self.known, self.submitted = known, submitted  # rolled back: not in the gradebook after all
-            raise
-
-    def _write(self, results):
-        gradebook, assignment = self.gradebook, self.assignment
-        new = {}  # student -> result, for students whose notebook is not in the gradebook yet
-        for result in results:
-            if not result.finished:
-                continue
-            student, scores = result.student_id, result.scores
-            if student in self.known and all(self.known[student].get(n) == v for n, v in scores.items()) \
-                    and not result.late_penalty and not result.submitted_at:
-                continue
-            if student not in self.known:
-                new[student] = result  # (one student twice in one call: the last result counts)
-                continue
-            submission = gradebook.find_submission_notebook(assignment, assignment, student)  # notebook, assignment, student
-            submission.late_submission_penalty = result.late_penalty or None  # nbgrader's own field
-            if result.submitted_at:
-                submission.assignment.timestamp = _naive_utc(result.submitted_at)
-            with gradebook.db.no_autoflush:  # one flush at the commit, not one per grade read
-                for grade in submission.grades:
-                    if grade.name in scores:
-                        grade.auto_score = scores[grade.name]
-                        grade.needs_manual_grade = grade.manual_score is not None
-                    elif grade.manual_score is None:
-                        grade.needs_manual_grade = True  # a written answer for formgrader
-            self.known[student] = {**self.known[student], **scores}
-        if new:
-            if self.layout is None:  # read once: the assignment's cells do not change during a batch
-                self.layout = assignment_layout(gradebook, assignment)
-            self.submitted.update(_add_graded_submissions(gradebook, self.layout, new.values(), self.submitted))
-            for student, result in new.items():
-                self.known[student] = dict(result.scores)
-        gradebook.db.commit()
-
-    def close(self):
-        with _quiet():
-            self.gradebook.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-
-def assignment_layout(gradebook, assignment):
-    """What a new submission of `assignment` is made of, as plain data: (assignment id,
-    id of the notebook named after the assignment (the one we grade), [(notebook id,
-    {grade and task cell id: name}, [solution and task cell ids])] for every notebook)."""
-    from nbgrader.api import MissingEntry
-
-    found = gradebook.find_assignment(assignment)
-    notebooks = [(notebook.id, {cell.id: cell.name for cell in [*notebook.grade_cells, *notebook.task_cells]},
-                  [cell.id for cell in [*notebook.solution_cells, *notebook.task_cells]])
-                 for notebook in found.notebooks]
-    graded = next((notebook.id for notebook in found.notebooks if notebook.name == assignment), None)
-    if graded is None:  # as nbgrader's find_submission_notebook would say
-        raise MissingEntry(f"the gradebook's assignment {assignment} has no notebook named {assignment}")
-    return found.id, graded, notebooks
-
-
-def _add_graded_submissions(gradebook, layout, results, submitted):
-    """For students whose notebook is not in the gradebook yet: what nbgrader's
-    `add_submission` creates (the submission, its notebooks, one grade per graded and task
-    cell, one comment per solution and task cell), with the scores and late penalty on the
-    notebook we grade, in a few bulk inserts. nbgrader's own calls took about 9 ms per
-    student on the grader's process, CPU that the workers grading next to it then lack.
-    `layout`: assignment_layout(); `submitted`: {student: id of a submission row that
-    already exists}, which is kept. Returns {student: submission id}; the caller commits."""
-    from nbgrader.api import Comment, Grade, Student, SubmittedAssignment, SubmittedNotebook, new_uuid
-    from sqlalchemy import insert, select, update
-
-    results = list(results)
-    session = gradebook.db
-    assignment_id, graded_notebook, notebooks = layout
-    ids = [result.student_id for result in results]
-    existing = set(session.scalars(select(Student.id).where(Student.id.in_(ids))))
-    students = [{"id": student} for student in dict.fromkeys(ids) if student not in existing]
-    written, submissions, submitted_notebooks, grades, comments = {}, [], [], [], []
-    for result in results:
-        stamp = _naive_utc(result.submitted_at) if result.submitted_at else None
-        submission_id = submitted.get(result.student_id)
-        if submission_id is None:
-            submission_id = new_uuid()
-            submissions.append({"id": submission_id, "assignment_id": assignment_id,
-                                "student_id": result.student_id, "timestamp": stamp})
-        elif stamp is not None:
-            session.execute(update(SubmittedAssignment.__table__)
-                            .where(SubmittedAssignment.__table__.c.id == submission_id).values(timestamp=stamp))
-        written[result.student_id] = submission_id
-        for notebook, graded_cells, commented_cells in notebooks:
-            notebook_id = new_uuid()
-            scores = result.scores if notebook == graded_notebook else {}
-            penalty = (result.late_penalty or None) if notebook == graded_notebook else None
-            submitted_notebooks.append({"id": notebook_id, "assignment_id": submission_id, "notebook_id": notebook,
-                                        "flagged": False, "late_submission_penalty": penalty})
-            for cell_id, name in graded_cells.items():
-                graded = name in scores
-                grades.append({"id": new_uuid(), "notebook_id": notebook_id, "cell_id": cell_id,
-                               "auto_score": scores[name] if graded else None, "manual_score": None,
-                               "extra_credit": None, "needs_manual_grade": not graded})
-            for cell_id in commented_cells:
-                comments.append({"id": new_uuid(), "notebook_id": notebook_id, "cell_id": cell_id,
-                                 "auto_comment": None, "manual_comment": None})
-    for table, rows in ((Student, students), (SubmittedAssignment, submissions), (SubmittedNotebook, submitted_notebooks),
-                        (Grade, grades), (Comment, comments)):
-        if rows:
-            session.execute(insert(table.__table__), rows)
-    return written
-
-
-@contextlib.contextmanager
-def _one_commit(session):
-    """nbgrader commits after every new student and submission; inside this block those
-    commits only flush, and the block commits once (about 40% of the gradebook's time for
-    a class of new students). A failure rolls the block back; the JSON results stay the
-    source of truth, and the next sync writes what is missing."""
-    commit = session.commit
-    session.commit = session.flush
-    try:
-        yield
-        del session.commit
-        commit()
-    except BaseException:
-        session.__dict__.pop("commit", None)
-        session.rollback()
-        raise
-
-
-@contextlib.contextmanager
-def _quiet():
-    """Silence the SQLAlchemy chatter from inside nbgrader."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        yield
-
-
-def _why():
-    """The exception being handled, in one bounded line."""
-    import sys
-
-    error = sys.exc_info()[1]
-    text = " ".join(str(error).split())
-    return f"{type(error).__name__}: {text[:300]}" if text else type(error).__name__
-
-
-def sync_gradebook(course, assignment, results, db_url=None):
-    """Write every result's scores into nbgrader's gradebook (idempotent). Returns {student:
-    why} for results that could not be written (the others are)."""
-    with GradebookSync(course, assignment, db_url) as gradebook:
-        return gradebook.write(results)
-
-
-class GradebookWriter:
-    """Writes results into the gradebook from a background thread while grading goes on.
-
-    nbgrader's gradebook takes about 40 ms per new submission (and seconds to
-    create a new database); doing that while the workers grade hides most of
-    it. The thread keeps one `GradebookSync` open for the whole batch.
-    `finish(results)` syncs whatever is still missing, returns {student: why} for results
-    it could not write, and re-raises an error that stopped it (the gradebook could not be
-    opened, say).
-    """
-
-    def __init__(self, course, assignment):
-        import queue
-        import threading
-
-        self.course, self.assignment = course, assignment
-        self.queue = queue.Queue()
-        self.error = None
-        self.failed = {}  # student -> why, from the last write of their result
-        self.opened = threading.Event()  # set once nbgrader's gradebook is imported and open (or failed)
-        self.thread = threading.Thread(target=self._run, name="gradebook", daemon=True)
-        self.thread.start()
-
-    def add(self, result):
-        self.queue.put(result)
-
-    def _run(self):
-        try:
-            # Opened in this thread: an SQLite connection belongs to the thread that made it.
-            with GradebookSync(self.course, self.assignment) as gradebook:
-                self.opened.set()
-                while True:
-                    batch, finished = [self.queue.get()], None
-                    while not self.queue.empty():
-                        batch.append(self.queue.get())
-                    if isinstance(batch[-1], list):  # finish(): every result, then stop
-                        finished = batch.pop()
-                    gradebook.write(batch)
-                    if finished is not None:
-                        gradebook.write(finished)  # anything from earlier runs
-                        self.failed = dict(gradebook.failed)
-                        return
-        except BaseException as error:  # noqa: B036 (reported by finish(); the JSON results are safe)
-            self.error = error
-        finally:
-            self.opened.set()
-
-    def finish(self, results):
-        self.queue.put(list(results))
-        self.thread.join()
-        if self.error is not None:
-            raise self.error
-        return self.failed
-
-
 # -- regrades: keep what was there, say what changed ---------------------------------------
-HISTORY_DIR = "history"
-
-
 class Regrade:
     """Keeps every result a batch replaces, and what changed.
 
@@ -417,13 +51,12 @@ class Regrade:
     student whose score moved: old and new score and the checks that flipped.
     """
 
-    def __init__(self, out_dir, started):
-        self.out_dir = Path(out_dir)
-        self.folder = self.out_dir / HISTORY_DIR / started
+    def __init__(self, folder, started):
+        self.graded, self.folder = folder, folder.history(started)
         self.changes = []  # (previous, new)
 
     def keep(self, result):
-        previous = read_result(self.out_dir, result.student_id)
+        previous = self.graded.result(result.student_id)
         if previous is None:
             return
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -435,7 +68,7 @@ class Regrade:
         """changes.csv (only when a score moved; an older one is kept in history)."""
         if not self.changes:
             return None
-        older = self.out_dir / "changes.csv"
+        older = self.graded.changes_csv
         if older.exists():
             self.folder.mkdir(parents=True, exist_ok=True)
             write_atomically(self.folder / "changes.csv", older.read_bytes())
@@ -447,7 +80,7 @@ class Regrade:
             writer.writerow([for_spreadsheet(new.student_id), _number(previous.score), _number(new.score),
                              f"{new.score - previous.score:+g}", for_spreadsheet("; ".join(failing)),
                              for_spreadsheet("; ".join(passing))])
-        return write_atomically(self.out_dir / "changes.csv", handle.getvalue())
+        return write_atomically(older, handle.getvalue())
 
 
 def flipped_checks(previous, new):
@@ -459,9 +92,40 @@ def flipped_checks(previous, new):
     return failing, passing
 
 
-def _naive_utc(text):
-    """nbgrader keeps times as naive UTC datetimes."""
-    from datetime import datetime, timezone
+# -- as outputs ------------------------------------------------------------------------------
+class ResultFiles(Output):
+    """<student>.json, each written the moment it is graded; a regrade keeps the previous one
+    in history/ and lists moved scores in changes.csv. The source of truth for every other
+    output, so when it cannot be written nothing else is, and the next run grades again."""
 
-    moment = datetime.fromisoformat(text)
-    return moment.astimezone(timezone.utc).replace(tzinfo=None) if moment.tzinfo else moment
+    what, required = "its result", True
+
+    def __init__(self, folder, started=None):
+        # `started` names the run's history/ folder: the batch's start time
+        started = started or datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+        self.folder, self.regrade = folder, Regrade(folder, started)
+
+    @property
+    def changes(self):
+        return self.regrade.changes
+
+    def add(self, result):
+        self.regrade.keep(result)  # the previous result, if any, goes to history/ first
+        self.folder.write(result)
+
+    def finish(self, results):
+        self.regrade.write_changes()
+        return []
+
+
+class GradesCsv(Output):
+    """grades.csv: one row per student, one column per graded cell (see write_grades_csv)."""
+
+    what = "grades.csv"
+
+    def __init__(self, folder, grade_ids):
+        self.folder, self.grade_ids = folder, list(grade_ids)
+
+    def finish(self, results):
+        write_grades_csv(self.folder.grades_csv, results, self.grade_ids)
+        return []

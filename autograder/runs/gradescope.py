@@ -16,13 +16,14 @@ import shutil
 import sys
 import tempfile
 import zipfile
-from functools import lru_cache
 from pathlib import Path
 
-from autograder.course import PACKAGE_CHECKOUT, Course, CourseError, copy_assignment, write_atomically
+from autograder.course import PACKAGE_CHECKOUT, Course, CourseError, copy_assignment
+from autograder.outputs.feedback import layout_of
+from autograder.outputs.gradescope import ResultsJson
 from autograder.record import INVALID, Result
+from autograder.runs.batch import grade_batch, read_source
 
-SCHEMA = Path(__file__).parent.parent / "outputs" / "gradescope_results.schema.json"
 PACKAGE = ("autograder", "pyproject.toml")  # this package, installed from the bundle by setup.sh
 
 SETUP_SH = """#!/usr/bin/env bash
@@ -85,19 +86,6 @@ def _add_path(bundle, path, name):
         bundle.write(path, name)
 
 
-@lru_cache(maxsize=None)
-def _validator():
-    import jsonschema
-
-    return jsonschema.Draft202012Validator(json.loads(SCHEMA.read_text()))
-
-
-def schema_errors(results):
-    """Where `results` breaks Gradescope's results.json format ([] when it is valid)."""
-    return [f"{'/'.join(map(str, error.path)) or '(top)'}: {error.message}"
-            for error in _validator().iter_errors(results)]
-
-
 def choose_notebook(submission_dir, assignment):
     """(the notebook to grade, the other notebooks) in a Gradescope submission folder."""
     folder = Path(submission_dir).resolve()
@@ -144,8 +132,6 @@ def grade_submission(name, root, unsafe_no_sandbox=False):
     """Grade root/submission into root/results/results.json; return its `record.Result`.
 
     Raises NoSandbox (nothing written) when there is no working sandbox and no opt-out."""
-    from autograder.runs.batch import grade_batch, read_source
-    from autograder.outputs.feedback import layout_of
     from autograder.grading.sandbox import require_sandbox, unsafe_warning
 
     require_sandbox(unsafe_no_sandbox)
@@ -161,32 +147,23 @@ def grade_submission(name, root, unsafe_no_sandbox=False):
     notebook, others = choose_notebook(submission, assignment.name)
     if notebook is None:
         found = [p.name for p in submission.rglob("*") if p.is_file()] if submission.exists() else []
-        result, titles = no_notebook_result(assignment.name, found), {}
-    else:
-        with tempfile.TemporaryDirectory(prefix="gradescope-") as scratch:
-            copy = copy_assignment(assignment, Path(scratch) / "course")
-            inbox = Path(scratch) / "inbox"
-            inbox.mkdir()
-            shutil.copy(notebook, inbox / "submission.ipynb")
-            times, roster = submission_time(root / "submission_metadata.json", "submission")
-            report = grade_batch(copy, [inbox / "submission.ipynb"],
-                                 unsafe_no_sandbox=unsafe_no_sandbox,
-                                 out_dir=Path(scratch) / "graded", jobs=1, force=True,
-                                 submitted_at=times, roster=roster)
-            if not report.results:
-                raise RuntimeError("the grader failed: " + "; ".join(
-                    note for result in report.graded for note in result.notes))
-            result = report.results[0]
-            result.output = result.output.removeprefix(f"{result.student_id}: ")  # Gradescope knows who
-            titles = layout_of(read_source(copy)).titles  # what students see as test names
-        if others:
-            result.add_note(f"Graded {notebook.name}; also found {', '.join(p.name for p in others)}, not graded.")
-    results = result.to_json(titles)
-    problems = schema_errors(results)
-    if problems:  # our bug, not the student's: say so rather than upload something Gradescope rejects
-        raise RuntimeError(f"results.json would not match Gradescope's format: {problems[:3]}")
-    write_atomically(results_file, json.dumps(results, indent=1))
-    return result
+        output = ResultsJson(results_file)
+        output.add(no_notebook_result(assignment.name, found))
+        return output.written
+    note = f"Graded {notebook.name}; also found {', '.join(p.name for p in others)}, not graded." if others else ""
+    output = ResultsJson(results_file, layout_of(read_source(assignment)).titles, note)  # tests named as students see them
+    with tempfile.TemporaryDirectory(prefix="gradescope-") as scratch:
+        copy = copy_assignment(assignment, Path(scratch) / "course")
+        inbox = Path(scratch) / "inbox"
+        inbox.mkdir()
+        shutil.copy(notebook, inbox / "submission.ipynb")
+        times, roster = submission_time(root / "submission_metadata.json", "submission")
+        report = grade_batch(copy, [inbox / "submission.ipynb"], [output], out_dir=Path(scratch) / "graded",
+                             unsafe_no_sandbox=unsafe_no_sandbox, jobs=1, force=True, submitted_at=times, roster=roster)
+    if output.written is None:
+        raise RuntimeError("the grader failed: " + "; ".join(
+            [note for result in report.graded for note in result.notes] + [why for _, why in report.problems]))
+    return output.written
 
 
 def main(argv=None):

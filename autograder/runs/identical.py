@@ -22,19 +22,17 @@ solutions, the seed or the grader changes every key, so nothing stale is reused.
 """
 import hashlib
 import json
-from pathlib import Path
 
 from autograder.grading.bundle import bundle_hash
 from autograder.grading.notebook import InvalidNotebook, read_notebook_and_sha, sanitize
 from autograder.record import GRADED, read_result, write_result
 
-CACHE_DIR = ".answers"  # a dot-name: all_results does not read it
 class IdenticalAnswers:
     """Splits a batch into submissions to run and results to copy (see the module's doc)."""
 
-    def __init__(self, assignment, spec, out_dir, source, release, use_cache=True):
+    def __init__(self, assignment, spec, folder, source, release, use_cache=True):
         self.spec, self.source, self.release = spec, source, release
-        self.cache = Path(out_dir) / CACHE_DIR
+        self.cache = folder.answers  # a GradedFolder's .answers/
         self.use_cache = use_cache
         self.bundle = bundle_hash(assignment)
         self.leaders = {}  # key -> the student id being run for it

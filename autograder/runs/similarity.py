@@ -23,7 +23,6 @@ import io
 import math
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from autograder.course import write_atomically
 from autograder.untrusted import for_spreadsheet
@@ -170,8 +169,8 @@ def class_answers(results, release_notebook):
     return codes, failures, release_code(release_notebook), unreadable
 
 
-def write_report(out_dir, assignment_title, results, release_notebook):
-    """similarity.csv and similarity.html in `out_dir`; returns (csv path, html path, pairs,
+def write_report(folder, assignment_title, results, release_notebook):
+    """similarity.csv and similarity.html in the GradedFolder `folder`; returns (csv path, html path, pairs,
     students left out because their notebook can no longer be read)."""
     from autograder.outputs.feedback import _css, environment
 
@@ -182,7 +181,7 @@ def write_report(out_dir, assignment_title, results, release_notebook):
     writer.writerow(["rank", "student_a", "student_b", "code_score", "shared_wrong_results_score", "combined"])
     for rank, pair in enumerate(pairs, start=1):
         writer.writerow([rank, for_spreadsheet(pair.a), for_spreadsheet(pair.b), pair.code, pair.wrong, pair.combined])
-    table = write_atomically(Path(out_dir) / "similarity.csv", handle.getvalue())
+    table = write_atomically(folder.similarity_csv, handle.getvalue())
     shown = []
     for pair in pairs[:SHOWN_PAIRS]:
         shared = {h for h in prints[pair.a].hashes & prints[pair.b].hashes if h in weight}
@@ -190,4 +189,4 @@ def write_report(out_dir, assignment_title, results, release_notebook):
                       "right": _highlighted(prints[pair.b], shared)})
     page = environment().get_template("similarity.html.j2").render(
         css=_css(), title=assignment_title, students=len(codes), pairs=shown, total=len(pairs), unreadable=unreadable)
-    return table, write_atomically(Path(out_dir) / "similarity.html", page), pairs, unreadable
+    return table, write_atomically(folder.similarity_html, page), pairs, unreadable
