@@ -1,8 +1,8 @@
 """Build, release and grade notebook exercises, with student code in a sandbox.
 
-The engine knows no assignment: a course is a folder (see `course.py`), and
+The engine knows no assignment: a course is a folder (see `course/`), and
 everything about one assignment lives in its `exercises/<assignment>/` folder.
-Start at `cli.py`; the README's "How it fits together" maps the modules.
+Start at `cli.py`; docs/architecture.md maps the wings and their modules.
 """
 import sys
 

@@ -89,7 +89,7 @@ def dask_cluster(folder, workers=2, worker_env=None, tls=None, wait=True):
 
 def make_certificates(folder):
     """A certificate authority and one certificate it signed (for every node), with openssl:
-    the same commands the README gives. Returns {"ca", "cert", "key"} file names."""
+    the same commands docs/cluster.md gives. Returns {"ca", "cert", "key"} file names."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
 

@@ -125,7 +125,7 @@ test_diagnosis = diagnosis(probe)  # runs after the other checks: names a known 
 '''
 
 ERRORS_TOML = '''# The error model: known mistakes as small edits of the reference, each with the message its
-# student reads (see the README). `autograder validate` checks that the probe tells them apart.
+# student reads (see docs/instructors.md). `autograder validate` checks that the probe tells them apart.
 
 [[mutant]]
 exercise = "ex1"
@@ -135,7 +135,7 @@ edit = [{ old = "return x * factor", new = "return x + factor" }]
 '''
 
 CORPUS_TOML = '''# Realistic mistakes and correct answers in other styles, graded by `autograder validate`.
-# An entry starts from the solutions and changes one answer cell (see the README).
+# An entry starts from the solutions and changes one answer cell (see docs/instructors.md).
 
 [[entry]]
 name = "ex1-returns-x"

@@ -108,7 +108,7 @@ class DaskScheduler:
         self.address = self.client.scheduler.address
         if self.address.startswith("tcp://") and not _loopback(self.address):
             self.say("Note: tcp:// is not encrypted: the hidden checks and solutions travel in the clear to"
-                     " the workers. Off a private network, use tls:// (README: On a Dask cluster).")
+                     " the workers. Off a private network, use tls:// (docs/cluster.md).")
         link = self._dashboard_link()
         self.say(f"Dask scheduler {self.address}" + (f"; dashboard: {link}" if link else ""))
         try:
