@@ -23,6 +23,7 @@ import nbformat
 from autograder.authoring.errorcheck import check_error_model
 from autograder.authoring.corpus import SOLUTIONS, STUBS, check_outcomes, diagnose, judge, load, write_submissions
 from autograder.course import copy_assignment
+from autograder.course.settings import ValidateSettings
 from autograder.record import GRADED
 
 
@@ -40,7 +41,7 @@ def release_namespace(assignment):
     return namespace
 
 
-DIAGNOSES_MIN = 0.9  # what the issue asks of every assignment; one may set a floor of its own
+DIAGNOSES_MIN = ValidateSettings.diagnoses_named_min  # asked of every assignment; one may set a floor of its own
 
 
 @dataclass
@@ -114,8 +115,9 @@ def grade_corpus(assignment, folder, seed, jobs, out_dir, only=None, unsafe_no_s
 
     `only` limits the corpus to the entries with these names.
     """
-    from autograder.runs.batch import grade_batch, read_source
     from autograder.grading.notebook import grade_cells
+    from autograder.outputs.results import ResultFiles
+    from autograder.runs.batch import grade_batch, graded_folder, read_source
 
     with tempfile.TemporaryDirectory(prefix="autograder-validate-") as scratch:
         copy = copy_assignment(assignment, Path(scratch) / "course", grading_only=True)
@@ -127,12 +129,13 @@ def grade_corpus(assignment, folder, seed, jobs, out_dir, only=None, unsafe_no_s
         folder = Path(folder)
         write_submissions(assignment, entries, folder)  # same entries, same bytes
         paths = [folder / f"{name}.ipynb" for name in (SOLUTIONS, STUBS, *(e.name for e in entries))]
-        report = grade_batch(copy, paths, out_dir=out_dir,
+        graded = graded_folder(copy, out_dir)  # result files only: no pages, report or gradebook
+        report = grade_batch(copy, paths, [ResultFiles(graded)], out_dir=graded,
                              jobs=jobs or os.cpu_count() or 1, force=True, seed=seed,
                              unsafe_no_sandbox=unsafe_no_sandbox)
     results = {r.student_id: r for r in report.results}
     validation = summarize(assignment.name, seed, cells, entries, results, report.seconds, assignment.builds_on)
-    validation.diagnoses_min = float(assignment.settings.get("validate", {}).get("diagnoses_named_min", DIAGNOSES_MIN))
+    validation.diagnoses_min = float(assignment.config.validate.diagnoses_named_min)
     validation.error_model = check_error_model(assignment)
     if validation.error_model.problems:
         validation.problems["error model"] = validation.error_model.problems

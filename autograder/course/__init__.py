@@ -3,7 +3,7 @@
     COURSE/
       nbgrader_config.py            makes COURSE an nbgrader course directory
       exercises/<assignment>/       everything about one assignment but its solution code:
-        assignment.toml               title, course order, limits, sandbox settings
+        assignment.toml               title, course order, limits, sandbox settings (settings.py)
         notebook.md                   the notebook's text and the role of every cell
         checks/test_<cell>.py         hidden checks, one file per graded cell
         corpus.toml                   realistic mistakes and alternative styles
@@ -87,39 +87,51 @@ class Assignment:
 
     @cached_property
     def settings(self):
+        """assignment.toml as read (a dict; this object's own copy), once it is known to be right:
+        an unknown key or a wrong type is a CourseError naming its line. Read `config` for the
+        typed values and their defaults."""
+        from autograder.course.settings import AssignmentSettings
+
         path = self.folder / SETTINGS
         try:
-            return tomllib.loads(path.read_text())
+            text = path.read_text()
+            raw = tomllib.loads(text)
         except (OSError, tomllib.TOMLDecodeError) as error:
             raise CourseError(f"{path} cannot be read: {error}") from None
+        AssignmentSettings.from_dict(raw, path, text)
+        return raw
+
+    @property
+    def config(self):
+        """The typed settings (autograder/course/settings.py, AssignmentSettings), from `settings`."""
+        from autograder.course.settings import AssignmentSettings
+
+        return AssignmentSettings.from_dict(self.settings, self.folder / SETTINGS)
 
     @property
     def title(self):
-        return self.settings.get("title", self.name)
+        title = self.config.title
+        return self.name if title is None else title
 
     @property
     def order(self):
-        return self.settings.get("order", 1000)
+        return self.config.order
 
     @property
     def limits(self):
         """Grading limits in `Limits` terms (timeout seconds, memory bytes)."""
-        table = self.settings.get("limits", {})
+        table = self.config.limits
         limits = {}
-        if "timeout" in table:
-            limits["timeout"] = float(table["timeout"])
-        if "memory_mb" in table:
-            limits["memory_bytes"] = int(table["memory_mb"]) * 2**20
+        if table.timeout is not None:
+            limits["timeout"] = float(table.timeout)
+        if table.memory_mb is not None:
+            limits["memory_bytes"] = int(table.memory_mb) * 2**20
         return limits
 
     @property
     def builds_on(self):
         """{graded cell: [graded cells it uses]} from `[builds_on]` (see checks/rootcause.py)."""
-        table = self.settings.get("builds_on", {})
-        if not isinstance(table, dict) or not all(
-                isinstance(v, list) and all(isinstance(x, str) for x in v) for v in table.values()):
-            raise CourseError(f"{self.folder / SETTINGS} [builds_on]: each entry is a list of graded cells,"
-                              ' as in ex5 = ["ex3"]')
+        table = self.config.builds_on
         unknown = sorted({cell for cell, upstream in table.items() for cell in [cell, *upstream]}
                          - set(self.grade_ids()))
         if unknown:
@@ -127,9 +139,14 @@ class Assignment:
         return table
 
     @property
+    def late_settings(self):
+        """The `[late]` table as written (a dict, for runs/late.py LatePolicy.from_settings), or None."""
+        return self.config.late_table
+
+    @property
     def preimport(self):
         """Modules the sandbox imports once, before it forks a child per submission."""
-        return list(self.settings.get("sandbox", {}).get("preimport", []))
+        return list(self.config.sandbox.preimport)
 
     # -- files --------------------------------------------------------------------
     notebook_text = property(lambda self: self.folder / "notebook.md")
@@ -150,7 +167,7 @@ class Assignment:
     @property
     def warm_up_on_release(self):
         """Whether the sandbox runs the untouched release once before forking (see agent.py)."""
-        return bool(self.settings.get("sandbox", {}).get("warm_up_on_release", True))
+        return self.config.sandbox.warm_up_on_release
 
     def release_cells(self):
         """The release notebook's code cells, [(name, code)], as the untouched release runs them;
@@ -171,13 +188,10 @@ class Assignment:
         and the release's code cells (public: every student has them) to warm up on."""
         import json
 
-        settings = {"preimport": self.preimport}
-        seconds = self.settings.get("sandbox", {}).get("warm_up_seconds")
-        if seconds is not None:
-            if type(seconds) not in (int, float) or seconds < 0:
-                raise CourseError(f"{self.folder / SETTINGS} [sandbox] warm_up_seconds: a number of seconds,"
-                                  " as in warm_up_seconds = 5")
-            settings["warm_up_seconds"] = seconds
+        sandbox = self.config.sandbox
+        settings = {"preimport": list(sandbox.preimport)}
+        if sandbox.warm_up_seconds is not None:
+            settings["warm_up_seconds"] = sandbox.warm_up_seconds
         files = {"settings.json": json.dumps(settings).encode()}
         if self.sandbox_code:
             files["assignment_sandbox.py"] = self.sandbox_code.read_bytes()
