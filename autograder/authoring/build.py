@@ -86,32 +86,8 @@ def _points(options, where):
 def build_cells(assignment, text, regions):
     """Turn the exercise text into nbformat cells; fail loudly on any mistake."""
     lines = text.splitlines()
-    cells, used_ids = [], set()
+    cells = _Cells(assignment, regions)
     cursor = 0
-    counter = {"markdown": 0, "code": 0, "check": 0}
-
-    def cell_id(kind):
-        counter[kind] += 1
-        return f"{kind}-{counter[kind]:02d}"
-
-    def flush_prose(upto):
-        chunk = "\n".join(lines[cursor:upto])
-        for part in chunk.split(SPLIT):
-            part = part.strip("\n")
-            if part.strip():
-                cells.append(nbformat.v4.new_markdown_cell(part, id=cell_id("markdown")))
-
-    def unique(grade_id, where):
-        if grade_id in used_ids:
-            raise ExerciseError(f"{where}: id {grade_id!r} is used twice")
-        used_ids.add(grade_id)
-        return grade_id
-
-    def region(name, where):
-        if name not in regions:
-            raise ExerciseError(f"{where}: no region {name!r} in {assignment.solutions.name}")
-        return regions[name]
-
     for token in MarkdownIt().parse(text):
         if token.type != "fence":
             continue
@@ -121,44 +97,80 @@ def build_cells(assignment, text, regions):
             continue
         start, end = token.map
         where = f"{assignment.notebook_text.relative_to(assignment.course.root)}:{start + 1}"
-        flush_prose(start)
+        cells.add_prose(lines[cursor:start])
         cursor = end
-        body = token.content.rstrip("\n")
+        cells.add_fence(role, language, options, token.content.rstrip("\n"), where)
+    cells.add_prose(lines[cursor:])
+    return cells.cells
 
-        if role == "given":
-            source = region(options["given"], where) if options["given"] else body
-            cells.append(nbformat.v4.new_code_cell(source, id=cell_id("code")))
-        elif role == "answer":
-            grade_id = unique(options["answer"], where)
-            cells.append(nbformat.v4.new_code_cell(
-                region(grade_id, where), id=grade_id,
-                metadata=nbgrader_metadata(grade_id, solution=True)))
-        elif role == "check":
-            grade_id = unique(cell_id("check"), where)
-            cells.append(nbformat.v4.new_code_cell(
-                body, id=grade_id, metadata=nbgrader_metadata(grade_id, locked=True)))
-        elif role == "graded":
-            grade_id = unique(options["graded"], where)
-            points = _points(options, where)
-            cells.append(nbformat.v4.new_code_cell(
-                graded_cell_source(assignment.name, grade_id, points), id=grade_id,
-                metadata=nbgrader_metadata(grade_id, grade=True, locked=True, points=points)))
-        elif role == "question":
-            if language != "markdown":
-                raise ExerciseError(f"{where}: a question is a ```markdown block")
-            grade_id = unique(options["question"], where)
-            cells.append(nbformat.v4.new_markdown_cell(
-                body, id=grade_id,
-                metadata=nbgrader_metadata(grade_id, grade=True, solution=True,
-                                           points=_points(options, where))))
-        elif role == "readonly":
-            if language != "markdown":
-                raise ExerciseError(f"{where}: a read-only text is a ```markdown block")
-            grade_id = unique(options["readonly"], where)
-            cells.append(nbformat.v4.new_markdown_cell(
-                body, id=grade_id, metadata=nbgrader_metadata(grade_id, locked=True)))
-    flush_prose(len(lines))
-    return cells
+
+class _Cells:
+    """The cells build_cells has made so far: ids numbered by kind, each graded id used once."""
+
+    def __init__(self, assignment, regions):
+        self.assignment, self.regions = assignment, regions
+        self.cells, self.used_ids = [], set()
+        self.counter = {"markdown": 0, "code": 0, "check": 0}
+
+    def cell_id(self, kind):
+        self.counter[kind] += 1
+        return f"{kind}-{self.counter[kind]:02d}"
+
+    def unique(self, grade_id, where):
+        if grade_id in self.used_ids:
+            raise ExerciseError(f"{where}: id {grade_id!r} is used twice")
+        self.used_ids.add(grade_id)
+        return grade_id
+
+    def region(self, name, where):
+        if name not in self.regions:
+            raise ExerciseError(f"{where}: no region {name!r} in {self.assignment.solutions.name}")
+        return self.regions[name]
+
+    def add_prose(self, lines):
+        """Markdown cells of the prose `lines`, split at SPLIT."""
+        for part in "\n".join(lines).split(SPLIT):
+            part = part.strip("\n")
+            if part.strip():
+                self.cells.append(nbformat.v4.new_markdown_cell(part, id=self.cell_id("markdown")))
+
+    def add_fence(self, role, language, options, body, where):
+        """The cell of a fenced block whose role is `role` (one of ROLES)."""
+        self.cells.append(getattr(self, f"_{role}")(language, options, body, where))
+
+    def _given(self, language, options, body, where):
+        source = self.region(options["given"], where) if options["given"] else body
+        return nbformat.v4.new_code_cell(source, id=self.cell_id("code"))
+
+    def _answer(self, language, options, body, where):
+        grade_id = self.unique(options["answer"], where)
+        return nbformat.v4.new_code_cell(self.region(grade_id, where), id=grade_id,
+                                         metadata=nbgrader_metadata(grade_id, solution=True))
+
+    def _check(self, language, options, body, where):
+        grade_id = self.unique(self.cell_id("check"), where)
+        return nbformat.v4.new_code_cell(body, id=grade_id, metadata=nbgrader_metadata(grade_id, locked=True))
+
+    def _graded(self, language, options, body, where):
+        grade_id = self.unique(options["graded"], where)
+        points = _points(options, where)
+        return nbformat.v4.new_code_cell(
+            graded_cell_source(self.assignment.name, grade_id, points), id=grade_id,
+            metadata=nbgrader_metadata(grade_id, grade=True, locked=True, points=points))
+
+    def _question(self, language, options, body, where):
+        if language != "markdown":
+            raise ExerciseError(f"{where}: a question is a ```markdown block")
+        grade_id = self.unique(options["question"], where)
+        return nbformat.v4.new_markdown_cell(
+            body, id=grade_id,
+            metadata=nbgrader_metadata(grade_id, grade=True, solution=True, points=_points(options, where)))
+
+    def _readonly(self, language, options, body, where):
+        if language != "markdown":
+            raise ExerciseError(f"{where}: a read-only text is a ```markdown block")
+        grade_id = self.unique(options["readonly"], where)
+        return nbformat.v4.new_markdown_cell(body, id=grade_id, metadata=nbgrader_metadata(grade_id, locked=True))
 
 
 def build_notebook(assignment):
