@@ -311,10 +311,16 @@ def _bounded_json(text):
 
 def _load_raw(body):
     """Decode a RAW reply's body (after its kind byte); raise WireError unless well-formed."""
-    import math
+    head, start = _raw_head(body)
+    sizes = _raw_sizes(head["tensors"])
+    if start + sum(sizes) != body.nbytes:
+        raise WireError("reply's tensor data does not match its outline")
+    tensors = _raw_tensors(body, start, head["tensors"], sizes)
+    return _rebuild_outline(head["outline"], tensors)
 
-    import torch
 
+def _raw_head(body):
+    """(the outline {"outline", "tensors"}, where the tensor data starts) of a RAW body."""
     if body.nbytes < RAW_HEAD.size:
         raise WireError("reply is cut short")
     (size,) = RAW_HEAD.unpack(bytes(body[:RAW_HEAD.size]))
@@ -324,8 +330,18 @@ def _load_raw(body):
     head = _bounded_json(bytes(body[RAW_HEAD.size:start]))
     if type(head) is not dict or set(head) != {"outline", "tensors"} or type(head["tensors"]) is not list:
         raise WireError("reply outline is malformed")
+    return head, start
+
+
+def _raw_sizes(described):
+    """The bytes of each tensor the outline describes ([dtype name, shape]), checked against the
+    limits before any memory is taken for them."""
+    import math
+
+    import torch
+
     sizes, elements = [], 0
-    for entry in head["tensors"]:
+    for entry in described:
         if (type(entry) is not list or len(entry) != 2 or entry[0] not in RAW_DTYPES or type(entry[1]) is not list
                 or len(entry[1]) > MAX_DIMS or any(type(d) is not int or not 0 <= d <= MAX_ELEMENTS for d in entry[1])):
             raise WireError("reply describes a tensor it cannot hold")
@@ -334,12 +350,17 @@ def _load_raw(body):
         if elements > MAX_ELEMENTS:  # before any memory is taken for them
             raise WireError("reply holds too many tensor elements")
         sizes.append(count * torch.empty((), dtype=getattr(torch, entry[0])).element_size())
-    if start + sum(sizes) != body.nbytes:
-        raise WireError("reply's tensor data does not match its outline")
+    return sizes
+
+
+def _raw_tensors(body, start, described, sizes):
+    """The tensors whose data follows the outline in `body`, each in its own memory."""
+    import torch
+
     if body.readonly:
         body = memoryview(bytearray(body))
     tensors, offset = [], start
-    for (name, shape), nbytes in zip(head["tensors"], sizes):
+    for (name, shape), nbytes in zip(described, sizes):
         tensor = torch.empty(shape, dtype=getattr(torch, name))  # its own memory, never the reply's
         if nbytes:
             data = torch.frombuffer(body, dtype=torch.uint8, count=nbytes, offset=offset)
@@ -349,6 +370,12 @@ def _load_raw(body):
                 tensor.view(-1).view(torch.uint8).copy_(data)
         tensors.append(tensor)
         offset += nbytes
+    return tensors
+
+
+def _rebuild_outline(outline, tensors):
+    """The message: the outline with each {"t": i} replaced by tensor i (each used exactly once),
+    {"u": [...]} by a tuple and {"d": {...}} by a dict."""
     used = [False] * len(tensors)
 
     def rebuild(item, depth):
@@ -370,7 +397,7 @@ def _load_raw(body):
                 return {key: rebuild(sub, depth + 1) for key, sub in value.items()}
         raise WireError("reply outline is malformed")
 
-    message = rebuild(head["outline"], 0)
+    message = rebuild(outline, 0)
     if not all(used):
         raise WireError("reply outline is malformed")
     return message
