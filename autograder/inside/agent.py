@@ -130,6 +130,22 @@ def child_main(shell, spec, inbox, outbox, resources=None):
     from autograder.wire import StudentError
 
     cells = wire.load_request(wire.read_frame(inbox))  # from the grader, never through the worker
+    _enter_child(spec)
+    # Everything up to here is ours: a death before this message is the sandbox's fault, and
+    # the grader retries on a fresh sandbox instead of charging the student.
+    wire.write_frame(outbox, wire.dump_reply(("started",)))
+    _seed(spec["seed"])
+    deadline = time.monotonic() + spec["timeout"]
+    with ModuleCalls() as calls:  # which module call made which tensor (a variable's origin)
+        report = _run_cells(shell, cells, deadline)
+    wire.write_frame(outbox, wire.dump_reply(("ran", report)))
+    student = NamespaceStudent(shell.user_ns, resources, calls=calls)
+    _answer_probes(student, inbox, outbox, wire, StudentError)
+
+
+def _enter_child(spec):
+    """A session of its own, fresh folders, output to output.txt, the submission's limits, and
+    first in line for the OOM killer."""
     os.setsid()
     _fresh_dirs()
     output = os.open(os.path.join(SCRATCH, "output.txt"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -141,26 +157,25 @@ def child_main(shell, spec, inbox, outbox, resources=None):
             adjust.write("1000")
     except OSError:
         pass
-    # Everything up to here is ours: a death before this message is the sandbox's fault, and
-    # the grader retries on a fresh sandbox instead of charging the student.
-    wire.write_frame(outbox, wire.dump_reply(("started",)))
 
+
+def _seed(seed):
     import random
 
     import numpy
     import torch
 
-    random.seed(spec["seed"])
-    numpy.random.seed(spec["seed"] % 2**32)
+    random.seed(seed)
+    numpy.random.seed(seed % 2**32)
     # the CPU generator is all there is here; torch.manual_seed would also queue a
     # seed call with a stack trace for every GPU backend (about 2 ms)
-    torch.default_generator.manual_seed(spec["seed"])
-    deadline = time.monotonic() + spec["timeout"]
-    with ModuleCalls() as calls:  # which module call made which tensor (a variable's origin)
-        report = _run_cells(shell, cells, deadline)
-    wire.write_frame(outbox, wire.dump_reply(("ran", report)))
+    torch.default_generator.manual_seed(seed)
 
-    student = NamespaceStudent(shell.user_ns, resources, calls=calls)
+
+def _answer_probes(student, inbox, outbox, wire, StudentError):  # noqa: N803 (the class, bound early)
+    """Answer the grader's probe calls on `student` until it closes the socket. `wire` and
+    `StudentError` were imported before the student's code ran, which could have replaced
+    what an import now would find."""
     while True:
         try:
             request = wire.load_request(wire.read_frame(inbox))
