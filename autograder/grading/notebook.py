@@ -128,7 +128,6 @@ def sanitize(notebook, source, release):
     """Restore locked cells from `source` by grade id and say what the student changed."""
     source_cells = {m["grade_id"]: c for c in source.cells if (m := _meta(c))}
     release_cells = {m["grade_id"]: c for c in release.cells if (m := _meta(c))}
-    order = [m["grade_id"] for c in source.cells if (m := _meta(c))]
     tampering, used, cells = [], set(), []
     for cell in notebook.cells:
         meta = _meta(cell)
@@ -144,19 +143,37 @@ def sanitize(notebook, source, release):
             cells.append(_plain_copy(cell))
             continue
         used.add(grade_id)
-        original, released = source_cells[grade_id], release_cells.get(grade_id, source_cells[grade_id])
-        if not _same_meta(meta, _meta(released)) or cell.cell_type != released.cell_type:
-            tampering.append(f"the grading metadata of cell {grade_id} was changed (restored)")
-        if _meta(original).get("locked") or _is_hidden_test(_meta(original)):
-            if cell.source != released.source:
-                tampering.append(f"the read-only cell {grade_id} was edited (restored)")
-            cells.append(_copy(original))
-        else:
-            answer = _copy(original)
-            answer.source = cell.source
-            if answer.cell_type == "code":  # markdown cells have no outputs (nbformat rejects the key)
-                answer.outputs = []
-            cells.append(answer)
+        released = release_cells.get(grade_id, source_cells[grade_id])
+        cells.append(_restored(cell, meta, source_cells[grade_id], released, tampering))
+    order = [m["grade_id"] for c in source.cells if (m := _meta(c))]
+    _restore_deleted(cells, order, used, source_cells, release_cells, tampering)
+    clean = nbformat.v4.new_notebook(metadata=source.metadata)
+    clean.cells = cells
+    to_run = [(_name(c, i), c.source) for i, c in enumerate(cells)
+              if c.cell_type == "code" and not (_meta(c) and _is_hidden_test(_meta(c)))]
+    return Sanitized(clean, to_run, _capped(tampering))
+
+
+def _restored(cell, meta, original, released, tampering):
+    """The student's cell with grade id `meta`'s: the source's cell, with the student's source
+    if it is an answer; what was changed that should not be goes in `tampering`."""
+    grade_id = meta["grade_id"]
+    if not _same_meta(meta, _meta(released)) or cell.cell_type != released.cell_type:
+        tampering.append(f"the grading metadata of cell {grade_id} was changed (restored)")
+    if _meta(original).get("locked") or _is_hidden_test(_meta(original)):
+        if cell.source != released.source:
+            tampering.append(f"the read-only cell {grade_id} was edited (restored)")
+        return _copy(original)
+    answer = _copy(original)
+    answer.source = cell.source
+    if answer.cell_type == "code":  # markdown cells have no outputs (nbformat rejects the key)
+        answer.outputs = []
+    return answer
+
+
+def _restore_deleted(cells, order, used, source_cells, release_cells, tampering):
+    """Put back, in `cells`, each graded cell of the source (grade ids in `order`) the student
+    deleted: after the cell that comes before it in the source."""
     for index, grade_id in enumerate(order):
         if grade_id in used:
             continue
@@ -169,14 +186,14 @@ def sanitize(notebook, source, release):
         position = 0 if before is None else 1 + next(i for i, c in enumerate(cells) if _grade_id(c) == before)
         cells.insert(position, restored)
         used.add(grade_id)
+
+
+def _capped(tampering):
+    """At most MAX_TAMPERING_NOTES notes, the last one saying how many more there were."""
     if len(tampering) > MAX_TAMPERING_NOTES:
         more = len(tampering) - MAX_TAMPERING_NOTES + 1
         tampering = [*tampering[:MAX_TAMPERING_NOTES - 1], f"and {more:,} more changes like these"]
-    clean = nbformat.v4.new_notebook(metadata=source.metadata)
-    clean.cells = cells
-    to_run = [(_name(c, i), c.source) for i, c in enumerate(cells)
-              if c.cell_type == "code" and not (_meta(c) and _is_hidden_test(_meta(c)))]
-    return Sanitized(clean, to_run, tampering)
+    return tampering
 
 
 def _grade_id(cell):
