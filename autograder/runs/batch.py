@@ -68,7 +68,7 @@ def grade_batch(assignment, paths, outputs=None, out_dir=None, scheduler=None, o
     from autograder.runs.late import LatePolicy, LateWork
 
     options, started = BatchOptions(**options), time.perf_counter()
-    late = LateWork(LatePolicy.from_settings(assignment.settings.get("late"),
+    late = LateWork(LatePolicy.from_settings(assignment.late_settings,
                                              f"{assignment.folder / 'assignment.toml'} [late]"),
                     options.submitted_at, options.roster)  # a bad policy stops here, before anything runs
     assignment.builds_on  # so does a bad [builds_on] table
