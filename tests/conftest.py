@@ -75,6 +75,12 @@ def stubs():
     return release_namespace(COURSE.assignment(ASSIGNMENT))
 
 
+@pytest.fixture
+def course(tmp_path):
+    """A throwaway copy of the bundled course for one test, nothing graded yet (its folder)."""
+    return new_course(tmp_path)
+
+
 @pytest.fixture(scope="session")
 def course_copy(tmp_path_factory):
     """A throwaway copy of the bundled course, nothing graded yet (its folder)."""
@@ -86,19 +92,34 @@ def graded_examples(tmp_path_factory):
     """A course whose example students (and fay, who crashes) were graded by `grade_batch`:
     results, feedback pages, report, gradebook and autograded notebooks.
     Returns (course folder, {student: result})."""
-    import nbformat
-
     from autograder.runs.batch import grade_batch
     from autograder.authoring.examples import write_examples
-    from helpers import assignment_of, make_notebook
+    from helpers import assignment_of, crashing_notebook, submit
 
     course = new_course(tmp_path_factory.mktemp("graded-course"))
     assignment = assignment_of(course)
     write_examples(assignment, course / "submitted")
-    crashing = make_notebook({"ex5_answer": [(
-        "class MultiHeadAttention", "raise RuntimeError('my notebook stops here')\nclass MultiHeadAttention")]})
-    path = course / "submitted" / "fay" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
-    path.parent.mkdir(parents=True)
-    nbformat.write(crashing, path)
+    submit(course, ASSIGNMENT, {"fay": crashing_notebook()})
     report = grade_batch(assignment, [course / "submitted"], jobs=2, seed=7)
     return course, {r.student_id: r for r in report.results}
+
+
+@pytest.fixture(scope="module")
+def graded(request, course_copy):
+    """Stock nbgrader's scores, {student: {grade id or "total": points}}, for the test module's
+    ASSIGNMENT in the session's course copy: its examples, fay (one answer raises half-way, see
+    helpers.CRASHES), gus (every answer left empty), and what the module's
+    `more_submissions(course)` (if any) returns, {student: notebook}."""
+    from autograder.authoring.examples import write_examples
+    from autograder.authoring.nbgrader_steps import autograde, generate_assignment, gradebook_scores
+    from helpers import assignment_of, crashing_notebook, empty_answers, make_notebook, submit
+
+    name = request.module.ASSIGNMENT
+    assignment = assignment_of(course_copy, name)
+    generate_assignment(assignment)  # registers the assignment in the gradebook
+    write_examples(assignment, course_copy / "submitted")
+    more = getattr(request.module, "more_submissions", lambda course: {})(course_copy)
+    submit(course_copy, name, {"fay": crashing_notebook(name), "gus": empty_answers(make_notebook(assignment=name)),
+                               **more})
+    autograde(assignment)
+    return gradebook_scores(assignment)

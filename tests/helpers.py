@@ -1,5 +1,6 @@
 """Build submissions for grading tests: the release, filled in, with edits and extra cells."""
 import subprocess
+import sys
 
 import nbformat
 
@@ -30,21 +31,54 @@ def make_notebook(edits=None, after=None, untouched=False, assignment=ASSIGNMENT
     return nb
 
 
+CRASHES = {  # an answer cell that raises before it defines its class (fay's notebook)
+    "causal_attention": {"ex5_answer": [
+        ("class MultiHeadAttention", "raise RuntimeError('my notebook stops here')\nclass MultiHeadAttention")]},
+    "self_attention": {"ex4_answer": [
+        ("class SelfAttention_v1", "raise RuntimeError('stop')\nclass SelfAttention_v1")]},
+}
+
+
+def crashing_notebook(assignment=ASSIGNMENT):
+    """A submission whose answers are right but one, which raises half-way (see CRASHES)."""
+    return make_notebook(CRASHES[assignment], assignment=assignment)
+
+
 def example(student):
     edits = EXAMPLES[student]
     return make_notebook(untouched=True) if edits is None else make_notebook(edits)
 
 
-def signed(notebook, label):
-    """A copy of `notebook` whose first answer cell ends with a comment naming `label`: the same
-    behaviour, but answers of its own (identical answers are graded once, see runs/identical.py)."""
+def append_to_first_answer(notebook, code):
+    """A copy of `notebook` whose first code answer cell ends with `code`. A comment gives a
+    submission answers of its own with the same behaviour (identical answers are graded once, see
+    runs/identical.py); other code adds behaviour (a slow, crashing or hostile answer)."""
     import copy
 
     notebook = copy.deepcopy(notebook)
     cell = next(c for c in notebook.cells  # a code cell: markdown answers are not run, so not in the key
                 if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("solution"))
-    cell.source = cell.source.rstrip("\n") + f"\n# {label}\n"
+    cell.source = cell.source.rstrip("\n") + "\n" + code
     return notebook
+
+
+def make_result(student, cells=(), status="graded", *, score=None, fraction=None, assignment=ASSIGNMENT, **fields):
+    """A record.Result for `student`. `cells`: CellScores, (grade id, score, max score) tuples, or
+    {grade id: max score} with `fraction` of each earned (each cell rounded as grading rounds).
+    `score` defaults to the cells' total (with a fraction, the unrounded one); any other
+    Result field by name."""
+    from autograder.record import CellScore, Result
+
+    if isinstance(cells, dict):
+        fraction = 1.0 if fraction is None else fraction
+        total = sum(cells.values()) * fraction
+        cells = [CellScore(name, round(points * fraction, 2), points) for name, points in cells.items()]
+    else:
+        assert fraction is None, "a fraction goes with {grade id: max score}"
+        cells = [cell if isinstance(cell, CellScore) else CellScore(*cell) for cell in cells]
+        total = sum(cell.score for cell in cells)
+    return Result(student_id=student, assignment=assignment, status=status,
+                  score=total if score is None else score, cells=cells, **fields)
 
 
 def empty_answers(nb):
@@ -61,6 +95,13 @@ def submit(course, assignment, notebooks):
         path = course / "submitted" / student / assignment / f"{assignment}.ipynb"
         path.parent.mkdir(parents=True, exist_ok=True)
         nbformat.write(notebook, path)
+
+
+def cli(*args, env=None, cwd=None, timeout=900, python=sys.executable, **options):
+    """`autograder ARGS...` run by `python` in a process of its own, its output captured as text:
+    the CompletedProcess. `options` go to subprocess.run."""
+    return subprocess.run([python, "-m", "autograder.cli", *map(str, args)], capture_output=True, text=True,
+                          env=env, cwd=cwd, timeout=timeout, **options)
 
 
 def write(folder, student, nb):
@@ -125,15 +166,6 @@ EXTRA_ANSWERS = {  # appended to the reference's first answer cell
 }
 
 
-def with_extra_code(notebook, code):
-    import copy
-
-    notebook = copy.deepcopy(notebook)
-    cell = next(c for c in notebook.cells if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("solution"))
-    cell.source = cell.source.rstrip("\n") + "\n" + code
-    return notebook
-
-
 def make_realistic_class(tmp, n, order_seed=None):
     """A course whose submitted/ holds the realistic class (see the module's doc); returns
     (course, {student id: 'slow' | 'crash' | 'loop' | ''}). Students are graded in the order
@@ -154,11 +186,12 @@ def make_realistic_class(tmp, n, order_seed=None):
     release = nbformat.read(assignment.release_notebook, as_version=4)
     cells = list(grade_cells(nbformat.read(assignment.source_notebook, as_version=4)))
     reference = filled_notebook(release, assignment, {})
-    special = {label: with_extra_code(reference, code) for label, code in EXTRA_ANSWERS.items()}
+    special = {label: append_to_first_answer(reference, code) for label, code in EXTRA_ANSWERS.items()}
     notebooks = [(label, notebook) for label, notebook in special.items()] + [("untouched", release)]
     notebooks += [(entry.name, corpus.notebook(entry, release, assignment)) for entry in corpus.load(assignment, cells)]
     notebooks = notebooks[:n]
-    notebooks += [(f"reference{i}", signed(reference, f"student {i}")) for i in range(n - len(notebooks))]
+    notebooks += [(f"reference{i}", append_to_first_answer(reference, f"# student {i}\n"))  # answers of its own
+                  for i in range(n - len(notebooks))]
     if order_seed is not None:
         random.Random(order_seed).shuffle(notebooks)
     kinds = {}

@@ -10,8 +10,6 @@ named, and the command exits non-zero (the TA has something to do).
 import csv
 import os
 import json
-import subprocess
-import sys
 import time
 
 import nbformat
@@ -19,7 +17,7 @@ import pytest
 from nbgrader.api import Gradebook
 
 from autograder.outputs.gradebook import gradebook_url
-from helpers import example, new_course
+from helpers import cli, example, new_course
 
 needs_bwrap = pytest.mark.usefixtures("sandbox_required")
 
@@ -38,9 +36,8 @@ STAMPS = {  # student -> timestamp.txt's bytes (the 300 MB one is made sparse be
 
 
 def grade(course, *paths):
-    return subprocess.run([sys.executable, "-m", "autograder.cli", "grade", ASSIGNMENT, *map(str, paths),
-                           "--course", str(course), "--jobs", "2", "--seed", str(SEED)],
-                          capture_output=True, text=True, errors="backslashreplace", timeout=400)
+    return cli("grade", ASSIGNMENT, *paths, "--course", course, "--jobs", "2", "--seed", SEED,
+               errors="backslashreplace", timeout=400)
 
 
 @pytest.fixture(scope="module")

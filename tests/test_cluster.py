@@ -7,7 +7,6 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
@@ -16,7 +15,8 @@ from autograder.grading.cluster import ATTEMPTS_TOPIC, ClusterError, DaskSchedul
 from autograder.record import GRADED, INVALID, all_results
 
 from dask_cluster import dask_cluster, make_certificates
-from helpers import assignment_of, example, make_realistic_class, new_course, path_without_bwrap, signed, submit, write
+from helpers import (append_to_first_answer, assignment_of, cli, example, make_realistic_class, new_course,
+                     path_without_bwrap, submit, write)
 
 ASSIGNMENT = "causal_attention"
 SEED = 11
@@ -78,11 +78,6 @@ def test_an_unreachable_scheduler_is_one_clear_line_and_nothing_is_written(tmp_p
 
 
 # -- with a cluster ---------------------------------------------------------------------------
-def cli(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "autograder.cli", *map(str, args)], capture_output=True,
-                          text=True, env=env, timeout=900)
-
-
 @pytest.fixture(scope="module")
 def realistic(tmp_path_factory):
     """(course, class folder, {student: local result without timings}): 40 mixed submissions
@@ -198,11 +193,9 @@ def test_the_scheduler_killed_mid_batch_stops_with_one_message_and_a_rerun_grade
 @pytest.mark.slow
 @pytest.mark.usefixtures("sandbox_required")
 def test_a_submission_that_kills_its_worker_is_tried_twice_then_is_that_students_error(tmp_path):
-    from helpers import with_extra_code
-
     course = new_course(tmp_path)
-    notebooks = {name: signed(example(name), name) for name in ("ada", "ben", "cy", "dee")}
-    notebooks["mallory"] = with_extra_code(example("ada"), "import time\ntime.sleep(60)\n")
+    notebooks = {name: append_to_first_answer(example(name), f"# {name}\n") for name in ("ada", "ben", "cy", "dee")}
+    notebooks["mallory"] = append_to_first_answer(example("ada"), "import time\ntime.sleep(60)\n")
     submit(course, ASSIGNMENT, notebooks)
     kills, stop = [], threading.Event()
 

@@ -17,7 +17,7 @@ from autograder.record import Result
 from autograder.grading.notebook import grade_cells
 from autograder.authoring.validate import grade_corpus, validate
 
-from helpers import COURSE
+from helpers import COURSE, make_result
 
 ASSIGNMENT = "causal_attention"  # for the tests that need one
 ASSIGNMENTS = COURSE.names()
@@ -188,7 +188,7 @@ def _result(cells):
         scores.append(CellScore(name, 0.0 if lost else 2.0, 2.0, "",
                                 [CheckOutcome(name=f"c{i}", description=d, passed=p, weight=1.0, message=m)
                                  for i, (d, p, m) in enumerate(checks)]))
-    return Result(student_id="x", assignment=ASSIGNMENT, status="graded", score=0.0, cells=scores)
+    return make_result("x", scores, assignment=ASSIGNMENT, score=0.0)
 
 
 def test_a_diagnosis_counts_only_when_every_mistake_is_named_and_nothing_misleads():

@@ -4,18 +4,16 @@ releases, validates and grades, all without touching this package."""
 import csv
 import re
 import subprocess
-import sys
 
 import pytest
 
 from autograder.course import PACKAGE_CHECKOUT, Course, CourseError
 
-from helpers import COURSE
+from helpers import COURSE, cli
 
 
 def autograder(*args, cwd):
-    done = subprocess.run([sys.executable, "-m", "autograder.cli", *map(str, args)], cwd=cwd,
-                          capture_output=True, text=True, timeout=900)
+    done = cli(*args, cwd=cwd)
     assert done.returncode == 0, f"autograder {' '.join(map(str, args))}:\n{done.stdout[-3000:]}{done.stderr[-3000:]}"
     return done.stdout
 
@@ -47,15 +45,13 @@ def test_keeps_the_shape(student, rng):
     expect_tensor(student.call("scale", x, -1.0), "scale(x, -1.0)", shape=(2, 3, 4))
 ''')
     autograder("release", cwd=course)
-    drifted = subprocess.run([sys.executable, "-m", "autograder.cli", "validate", "warmup"], cwd=course,
-                             capture_output=True, text=True)
+    drifted = cli("validate", "warmup", cwd=course)
     assert drifted.returncode != 0 and "'ex1-returns-x'" in drifted.stdout  # the corpus must follow the edit
     for name in ("corpus.toml", "errors.toml"):
         path = course / "exercises" / "warmup" / name
         path.write_text(path.read_text().replace("old = \"return x * factor\"", "old = \"return factor * x\""))
         if name == "corpus.toml":  # and so must the error model
-            drifted = subprocess.run([sys.executable, "-m", "autograder.cli", "validate", "warmup"], cwd=course,
-                                     capture_output=True, text=True)
+            drifted = cli("validate", "warmup", cwd=course)
             assert drifted.returncode != 0 and "mutant 'adds-factor' does not apply" in drifted.stdout, drifted.stdout
     for name in ("warmup", "scaling"):
         assert (course / "release" / name / f"{name}.ipynb").is_file()
@@ -75,8 +71,7 @@ def test_keeps_the_shape(student, rng):
 def test_commands_name_what_is_missing(tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
-    done = subprocess.run([sys.executable, "-m", "autograder.cli", "grade", "nothing", str(tmp_path),
-                           "--course", str(empty)], capture_output=True, text=True)
+    done = cli("grade", "nothing", tmp_path, "--course", empty)
     assert done.returncode == 2 and "has no assignment 'nothing'" in done.stdout
     assert "Traceback" not in done.stdout + done.stderr
     with pytest.raises(CourseError, match="already holds a course"):

@@ -11,7 +11,7 @@ import pytest
 
 from autograder.grading import selfcheck
 
-from helpers import EXAMPLES, ROOT, example, make_notebook, new_course, path_without_bwrap, write
+from helpers import EXAMPLES, ROOT, cli, example, make_notebook, new_course, path_without_bwrap, write
 
 ASSIGNMENT = "causal_attention"
 pytestmark = pytest.mark.usefixtures("sandbox_required")  # root, and a real bubblewrap to hide
@@ -21,11 +21,6 @@ pytestmark = pytest.mark.usefixtures("sandbox_required")  # root, and a real bub
 def no_bwrap(tmp_path_factory):
     """The environment of a machine without bubblewrap."""
     return {**os.environ, "PATH": path_without_bwrap(tmp_path_factory.mktemp("nobwrap") / "bin")}
-
-
-def cli(*args, env, cwd=None):
-    return subprocess.run([sys.executable, "-m", "autograder.cli", *map(str, args)], capture_output=True,
-                          text=True, env=env, cwd=cwd, timeout=900)
 
 
 def tree(folder):
@@ -126,8 +121,7 @@ def test_a_poisoned_interpreter_refuses_to_grade_and_names_the_file(tmp_path):
     inbox = tmp_path / "inbox"
     inbox.mkdir()
     write(inbox, "ada", example("ada"))
-    done = subprocess.run([python, "-m", "autograder.cli", "grade", ASSIGNMENT, inbox, "--course", course],
-                          capture_output=True, text=True, timeout=300)
+    done = cli("grade", ASSIGNMENT, inbox, "--course", course, python=python, timeout=300)
     assert done.returncode == 2, done.stdout[-2000:]
     text = "".join(done.stdout.split())
     assert "tamperedwith" in text and "".join(poison.split()) in text
@@ -136,17 +130,14 @@ def test_a_poisoned_interpreter_refuses_to_grade_and_names_the_file(tmp_path):
     pth = os.path.join(site_dir, "zz-poison.pth")
     with open(pth, "w") as handle:
         handle.write("import os; os.environ.setdefault('POISONED', '1')\n")
-    done = subprocess.run([python, "-m", "autograder.cli", "grade", ASSIGNMENT, inbox, "--course", course],
-                          capture_output=True, text=True, timeout=300)
+    done = cli("grade", ASSIGNMENT, inbox, "--course", course, python=python, timeout=300)
     assert done.returncode == 2 and "zz-poison.pth" in "".join(done.stdout.split())
     trusted = {**os.environ, selfcheck.TRUSTED_ENV: os.environ.get(selfcheck.TRUSTED_ENV, "") + os.pathsep + pth}
-    done = subprocess.run([python, "-m", "autograder.cli", "grade", ASSIGNMENT, inbox, "--course", course],
-                          capture_output=True, text=True, timeout=600, env=trusted)
+    done = cli("grade", ASSIGNMENT, inbox, "--course", course, python=python, timeout=600, env=trusted)
     assert done.returncode == 0, done.stdout[-2000:]  # a TA may trust a startup file by name
     # ... or record it as it is (setup.sh does, on a fresh machine): changed later, it is suspect again.
     config = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "config")}
-    recorded = subprocess.run([python, "-m", "autograder.cli", "trust-startup-files"], capture_output=True,
-                              text=True, env=config)
+    recorded = cli("trust-startup-files", python=python, env=config)
     assert "zz-poison.pth" in "".join(recorded.stdout.split())
     check = [python, "-c", "from autograder.grading import selfcheck; print(selfcheck.startup_file_problems())"]
     assert "zz-poison" not in subprocess.run(check, capture_output=True, text=True, env=config).stdout
@@ -160,8 +151,7 @@ def test_a_poisoned_interpreter_refuses_to_grade_and_names_the_file(tmp_path):
     with open(pth, "w") as handle:
         handle.write("import zzpoison\n")
     out = tmp_path / "out"
-    done = subprocess.run([python, "-m", "autograder.cli", "grade", ASSIGNMENT, inbox, "--course", course,
-                           "--out", out], capture_output=True, text=True, timeout=600, env=trusted)
+    done = cli("grade", ASSIGNMENT, inbox, "--course", course, "--out", out, python=python, timeout=600, env=trusted)
     text = "".join(done.stdout.split())
     assert done.returncode == 2 and "wasreplacedbycodefrom" in text, done.stdout[-2000:]
     assert "zzpoison.py" in text and not [p for p in out.glob("*.json") if not p.name.startswith(".")]
@@ -230,9 +220,8 @@ def test_a_package_installed_in_a_venv_under_tmp_grades_alike_and_stays_out_of_t
     write(inbox, "ada", example("ada"))
     write(inbox, "ben", example("ben"))
     write(inbox, "looker", make_notebook(EXAMPLES["ada"], after={"ex1": LOOK_AT_TMP}))
-    done = subprocess.run([python, "-m", "autograder.cli", "grade", ASSIGNMENT, inbox, "--course", course,
-                           "--seed", "1"], capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "PYTHONPATH": ""}, cwd="/")
+    done = cli("grade", ASSIGNMENT, inbox, "--course", course, "--seed", "1", python=python, timeout=600,
+               env={**os.environ, "PYTHONPATH": ""}, cwd="/")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     rows = {r["student_id"]: r for r in csv.DictReader(open(course / "graded" / ASSIGNMENT / "grades.csv"))}
     assert float(rows["ada"]["total"]) == 26 and float(rows["ben"]["total"]) == 17.8

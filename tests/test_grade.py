@@ -15,8 +15,8 @@ from autograder.grading.sandbox import Sandbox
 from autograder.record import Result
 
 from attacks import ACL, INODES, KEYS, MEMFD, PTRACE, SCHEDULE
-from helpers import (EXAMPLES, ROOT, assignment_of, example, make_notebook, new_course, scores,
-                     settled_sandbox_processes, signed, write)
+from helpers import (EXAMPLES, ROOT, append_to_first_answer, assignment_of, cli, example, make_notebook, new_course,
+                     scores, settled_sandbox_processes, write)
 
 needs_bwrap = pytest.mark.usefixtures("sandbox_required")
 
@@ -366,7 +366,8 @@ def test_kill_9_mid_batch_then_rerun_grades_everything_exactly_once(tmp_path):
     expected = {r.student_id: r.score for r in uninterrupted.results}
     assert expected["ada"] == 26 and 0 < expected["ben"] < 26 and expected["dee"] == 0
     for index in range(100):
-        write(inbox, f"s{index:03d}_{kinds[index % 4]}", signed(notebooks[kinds[index % 4]], index))  # all run
+        kind = kinds[index % 4]  # each with answers of its own: all run
+        write(inbox, f"s{index:03d}_{kind}", append_to_first_answer(notebooks[kind], f"# {index}\n"))
     out = tmp_path / "out"
     command = [sys.executable, "-m", "autograder.cli", "grade", "causal_attention", str(inbox),
                "--course", str(course), "--out", str(out), "--jobs", "2", "--seed", str(SEED)]
@@ -411,9 +412,8 @@ def test_a_grade_run_leaves_nothing_in_the_temporary_folder(tmp_path):
         write(tmp_path / "in", kind, example(kind))
     temporary = tmp_path / "tmp"
     temporary.mkdir()
-    done = subprocess.run([sys.executable, "-m", "autograder.cli", "grade", "causal_attention", str(tmp_path / "in"),
-                           "--course", str(course), "--jobs", "2", "--seed", str(SEED)],
-                          capture_output=True, text=True, env={**os.environ, "TMPDIR": str(temporary)})
+    done = cli("grade", "causal_attention", tmp_path / "in", "--course", course, "--jobs", "2", "--seed", SEED,
+               env={**os.environ, "TMPDIR": str(temporary)})
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert "graded 2," in done.stdout.replace("\n", " ")
     left = None

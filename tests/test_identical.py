@@ -3,7 +3,6 @@ regrades keep the results they replace and list whose score moved."""
 import csv
 
 import nbformat
-import pytest
 
 from autograder.runs.batch import grade_batch
 from autograder.grading.bundle import bundle_hash
@@ -11,8 +10,8 @@ from autograder.outputs.folder import GradedFolder
 from autograder.runs.identical import IdenticalAnswers
 from autograder.grading.submission import REUSABLE, BatchSpec
 from autograder.grading.notebook import Submission, sha256
-from autograder.record import ERROR, GRADED, CellScore, CheckOutcome, Result, read_result
-from helpers import assignment_of, example, new_course
+from autograder.record import ERROR, GRADED, CellScore, CheckOutcome, read_result
+from helpers import assignment_of, example, make_result
 
 
 class CountingScheduler:
@@ -30,16 +29,10 @@ class CountingScheduler:
         for submission in submissions:
             self.ran.append(submission.student_id)
             score = float(len(submission.path.read_bytes()) % 7)
-            yield Result(student_id=submission.student_id, assignment=spec.assignment, status=self.status,
-                         score=score, cells=[CellScore("ex1", score, 7.0, "feedback")],
-                         output=f"{submission.student_id}: {score:g} / 7 points", seed=spec.seed,
-                         path=str(submission.path), notebook_sha256=sha256(submission.path),
-                         reusable=self.reusable)
-
-
-@pytest.fixture
-def course(tmp_path):
-    return new_course(tmp_path)
+            yield make_result(submission.student_id, [CellScore("ex1", score, 7.0, "feedback")], self.status,
+                              assignment=spec.assignment, output=f"{submission.student_id}: {score:g} / 7 points",
+                              seed=spec.seed, path=str(submission.path), notebook_sha256=sha256(submission.path),
+                              reusable=self.reusable)
 
 
 def hand_in(folder, kinds):

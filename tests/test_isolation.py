@@ -246,7 +246,7 @@ def test_a_right_answer_after_every_attack_on_the_same_worker_scores_full_marks(
 
     from autograder.runs.batch import grade_batch
     from autograder.outputs.folder import GradedFolder
-    from helpers import assignment_of, example, new_course, with_extra_code, write
+    from helpers import append_to_first_answer, assignment_of, example, new_course, write
 
     course = new_course(tmp_path)
     inbox = tmp_path / "inbox"
@@ -254,7 +254,7 @@ def test_a_right_answer_after_every_attack_on_the_same_worker_scores_full_marks(
     attacks = {"a_acl": ACL, "b_ptrace": PTRACE, "c_keys": KEYS, "d_schedule": SCHEDULE, "e_memfd": MEMFD,
                "f_inodes": INODES}
     for student, code in attacks.items():
-        write(inbox, student, with_extra_code(example("ada"), code))
+        write(inbox, student, append_to_first_answer(example("ada"), code))
     write(inbox, "z_ada", example("ada"))
     report = grade_batch(assignment_of(course), [inbox], jobs=1, seed=3,
                          limits={"timeout": 30, "memory_bytes": 512 * 2**20})

@@ -1,23 +1,16 @@
 """Grades out to Canvas and Moodle: their import columns, a roster, nobody dropped in silence."""
 import csv
 import io
-import subprocess
-import sys
 
 import pytest
 
 from autograder.outputs import lms
-from autograder.record import ERROR, GRADED, INVALID, CellScore, Result, write_result
-from helpers import new_course
+from autograder.record import ERROR, GRADED, INVALID, write_result
+from helpers import cli, make_result, new_course
 
 
-def result(student, score, status=GRADED):
-    return Result(student_id=student, assignment="causal_attention", status=status, score=score,
-                  cells=[CellScore("ex1", score, 26.0)])
-
-
-RESULTS = [result("s1", 26), result("s2", 17.8), result("s3", 0, INVALID), result("s4", 0, ERROR),
-           result("stranger", 12)]
+RESULTS = [make_result(student, [("ex1", score, 26.0)], status) for student, score, status in [
+    ("s1", 26, GRADED), ("s2", 17.8, GRADED), ("s3", 0, INVALID), ("s4", 0, ERROR), ("stranger", 12, GRADED)]]
 ROSTER = """student_id,name,canvas_id,sis_user_id,sis_login_id,section,email,id_number
 s1,"Lovelace, Ada",101,A001,ada,Mon,ada@uni.example,A001
 s2,"Babbage, Ben",102,A002,ben,Tue,ben@uni.example,A002
@@ -96,17 +89,13 @@ def test_the_export_command(tmp_path):
     for item in RESULTS:
         write_result(out, item)
     (tmp_path / "roster.csv").write_text(ROSTER)
-    done = subprocess.run([sys.executable, "-m", "autograder.cli", "export", "canvas", "causal_attention",
-                           "--course", str(course), "--roster", str(tmp_path / "roster.csv")],
-                          capture_output=True, text=True)
+    done = cli("export", "canvas", "causal_attention", "--course", course, "--roster", tmp_path / "roster.csv")
     assert done.returncode == 0, done.stdout + done.stderr
     said = " ".join(done.stdout.split())
     assert "3 grades" in said and "not graded (left empty): s5" in said and "not on the roster" in said
     table = rows((out / "canvas-causal_attention.csv").read_text())
     assert table[1][-1] == "26" and table[0][-1] == "Causal attention"
-    done = subprocess.run([sys.executable, "-m", "autograder.cli", "export", "moodle", "causal_attention",
-                           "--course", str(course), "--roster", str(tmp_path / "missing.csv")],
-                          capture_output=True, text=True)
+    done = cli("export", "moodle", "causal_attention", "--course", course, "--roster", tmp_path / "missing.csv")
     assert done.returncode == 2 and "cannot read the roster" in " ".join(done.stdout.split())
 
 
@@ -115,10 +104,11 @@ def test_a_student_id_or_name_is_never_a_formula_in_an_export(start):
     """OWASP's CSV injection: a cell starting with = + - @ tab or CR runs as a formula in a
     spreadsheet; it gets a quote in front, and the points stay numbers."""
     evil = f"{start}HYPERLINK(\"http://x.example\",\"click\")"
-    canvas = rows(lms.canvas([result(evil, 26)], "Causal attention", 26).text)
+    canvas = rows(lms.canvas([make_result(evil, [("ex1", 26, 26.0)])], "Causal attention", 26).text)
     assert canvas[2][0] == "'" + evil and canvas[2][2] == "'" + evil and canvas[2][5] == "26"
     roster = {"s1": {"student_id": "s1", "name": evil, "sis_user_id": "A001", "id_number": evil}}
-    assert rows(lms.canvas([result("s1", 26)], "Causal attention", 26, roster).text)[2][0] == "'" + evil
-    moodle = rows(lms.moodle([result(evil, 17.8)], "Causal attention").text)
+    roster_rows = rows(lms.canvas([make_result("s1", [("ex1", 26, 26.0)])], "Causal attention", 26, roster).text)
+    assert roster_rows[2][0] == "'" + evil
+    moodle = rows(lms.moodle([make_result(evil, [("ex1", 17.8, 26.0)])], "Causal attention").text)
     assert moodle[1] == ["'" + evil, "17.8"]
-    assert rows(lms.canvas([result("plain", 1)], "=SUM(1)", 26).text)[0][5] == "'=SUM(1)"
+    assert rows(lms.canvas([make_result("plain", [("ex1", 1, 26.0)])], "=SUM(1)", 26).text)[0][5] == "'=SUM(1)"

@@ -5,11 +5,10 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from autograder.authoring.examples import filled_notebook, write_examples
+from autograder.authoring.examples import filled_notebook
 from autograder.runs.batch import grade_batch
-from autograder.authoring.nbgrader_steps import autograde, generate_assignment, gradebook_scores
 
-from helpers import assignment_of, empty_answers, make_notebook, scores, submit
+from helpers import assignment_of, scores
 
 ASSIGNMENT = "causal_attention"
 AUTOGRADED_POINTS = 26  # Exercises 1-8; the concept questions are graded by hand
@@ -34,16 +33,10 @@ def test_untouched_release_computes_nothing(stubs):
     assert "causal_embeddings" not in stubs and "multihead_embeddings" not in stubs
 
 
-@pytest.fixture(scope="module")
-def graded(course_copy):
-    """Autograde example submissions with stock nbgrader in a throwaway course."""
-    generate_assignment(assignment_of(course_copy))  # registers the assignment in the gradebook
-    submitted = course_copy / "submitted"
-    write_examples(assignment_of(course_copy), submitted)
-    # A correct answer that warns on stderr (nbgrader would zero the grade cell).
-    noisy = submitted / "eve" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
-    noisy.parent.mkdir(parents=True)
-    nb = nbformat.read(submitted / "ada" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", as_version=4)
+def more_submissions(course):
+    """For the `graded` fixture (conftest.py), beside the examples, fay and gus: eve, a correct
+    answer that warns on stderr (nbgrader would zero the grade cell)."""
+    nb = nbformat.read(course / "submitted" / "ada" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", as_version=4)
     for cell in nb.cells:
         if cell.metadata.get("nbgrader", {}).get("grade_id") == "ex3_answer":
             cell.source = cell.source.replace(
@@ -51,13 +44,7 @@ def graded(course_copy):
                 "    def forward(self, x):\n        import sys, warnings\n"
                 "        warnings.warn('debugging forward')\n        print('shape', x.shape, file=sys.stderr)\n")
             assert "debugging forward" in cell.source
-    nbformat.write(nb, noisy)
-    # A notebook that crashes half-way, and one with every answer cell left empty.
-    crashing = make_notebook({"ex5_answer": [(
-        "class MultiHeadAttention", "raise RuntimeError('my notebook stops here')\nclass MultiHeadAttention")]})
-    submit(course_copy, ASSIGNMENT, {"fay": crashing, "gus": empty_answers(make_notebook())})
-    autograde(assignment_of(course_copy))
-    return gradebook_scores(assignment_of(course_copy))
+    return {"eve": nb}
 
 
 def autograded_total(row):

@@ -7,25 +7,14 @@ from nbgrader.api import Gradebook
 
 from autograder.outputs.gradebook import GradebookWriter, gradebook_url, sync_gradebook
 from autograder.grading.notebook import grade_cells, manual_cells
-from autograder.record import CellScore, Result
-from helpers import new_course
+from helpers import make_result
 
 ASSIGNMENT = "causal_attention"
 
 
 @pytest.fixture
-def course(tmp_path):
-    return new_course(tmp_path)
-
-
-@pytest.fixture
 def cells(course):
     return grade_cells(nbformat.read(course / "source" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", as_version=4))
-
-
-def result(student, cells, fraction, status="graded"):
-    return Result(student_id=student, assignment=ASSIGNMENT, status=status, score=sum(cells.values()) * fraction,
-                  cells=[CellScore(name, round(points * fraction, 2), points) for name, points in cells.items()])
 
 
 def scores(course):
@@ -39,8 +28,9 @@ def scores(course):
 
 
 def test_sync_writes_updates_and_keeps_manual_scores(course, cells):
-    sync_gradebook(course, ASSIGNMENT, [result("ann", cells, 1.0), result("bo", cells, 0.5),
-                                        result("cat", cells, 0.0, status="error")])
+    sync_gradebook(course, ASSIGNMENT, [make_result("ann", cells, fraction=1.0),
+                                        make_result("bo", cells, fraction=0.5),
+                                        make_result("cat", cells, status="error", fraction=0.0)])
     written = scores(course)
     assert set(written) == {"ann", "bo"}  # a grader error is graded again later, not recorded as 0
     assert all(written["ann"][name][0] == points for name, points in cells.items())
@@ -54,7 +44,8 @@ def test_sync_writes_updates_and_keeps_manual_scores(course, cells):
                 grade.manual_score = 0.5
         gradebook.db.commit()
     # both regraded with other scores: automatic scores change, the TA's stay
-    sync_gradebook(course, ASSIGNMENT, [result("ann", cells, 0.5), result("bo", cells, 0.25)])
+    sync_gradebook(course, ASSIGNMENT, [make_result("ann", cells, fraction=0.5),
+                                        make_result("bo", cells, fraction=0.25)])
     again = scores(course)
     assert again["ann"][question][1] == 0.5 and again["ann"][first_cell][1] == 0.5
     assert again["ann"][first_cell][0] == round(cells[first_cell] * 0.5, 2)
@@ -66,7 +57,7 @@ def test_sync_writes_updates_and_keeps_manual_scores(course, cells):
 def test_the_writer_reads_once_and_writes_each_student_once(course, cells, monkeypatch):
     from autograder.outputs import gradebook as module
 
-    sync_gradebook(course, ASSIGNMENT, [result("early", cells, 1.0)])  # graded by an earlier run
+    sync_gradebook(course, ASSIGNMENT, [make_result("early", cells, fraction=1.0)])  # graded by an earlier run
     written = []
     real, real_bulk = Gradebook.find_submission_notebook, module._add_graded_submissions
 
@@ -85,12 +76,12 @@ def test_the_writer_reads_once_and_writes_each_student_once(course, cells, monke
     listing = Gradebook.assignment_submissions
     monkeypatch.setattr(Gradebook, "assignment_submissions", lambda self, a: reads.append(a) or listing(self, a))
     writer = GradebookWriter(course, ASSIGNMENT)
-    batch = [result(f"s{index}", cells, index / 10) for index in range(6)]
+    batch = [make_result(f"s{index}", cells, fraction=index / 10) for index in range(6)]
     for item in batch:
         writer.add(item)
         time.sleep(0.05)  # results arrive one by one while grading goes on
-    missed = result("killed-before-the-gradebook", cells, 0.5)  # its JSON exists, its row does not
-    writer.finish([result("early", cells, 1.0), missed, *batch])
+    missed = make_result("killed-before-the-gradebook", cells, fraction=0.5)  # its JSON exists, its row does not
+    writer.finish([make_result("early", cells, fraction=1.0), missed, *batch])
     assert sorted(written) == sorted([*(r.student_id for r in batch), "killed-before-the-gradebook"])
     assert len(reads) == 1  # the gradebook is read once per batch, not once per result
     assert set(scores(course)) == {"early", "killed-before-the-gradebook", *(f"s{i}" for i in range(6))}
@@ -115,13 +106,13 @@ def test_a_failed_write_leaves_nothing_half_done_and_the_next_one_writes_it(cour
         return real(self)
 
     with GradebookSync(course, ASSIGNMENT) as gradebook:
-        gradebook.write([result("ann", cells, 1.0)])  # known before: its new score is rolled back
+        gradebook.write([make_result("ann", cells, fraction=1.0)])  # known before: its new score is rolled back
         monkeypatch.setattr(Session, "commit", failing_once)
         with pytest.raises(OperationalError, match="disk is full"):
-            gradebook.write([result("ann", cells, 0.5), result("bo", cells, 0.5)])
+            gradebook.write([make_result("ann", cells, fraction=0.5), make_result("bo", cells, fraction=0.5)])
         assert set(scores(course)) == {"ann"}  # bo's rows were rolled back with ann's new scores
         assert all(s[0] == cells[name] for name, s in scores(course)["ann"].items() if name in cells)
-        gradebook.write([result("ann", cells, 0.5), result("bo", cells, 0.5)])
+        gradebook.write([make_result("ann", cells, fraction=0.5), make_result("bo", cells, fraction=0.5)])
     written = scores(course)
     assert set(written) == {"ann", "bo"}
     assert all(written[s][name][0] == round(points * 0.5, 2) for s in ("ann", "bo") for name, points in cells.items())
@@ -148,7 +139,7 @@ def test_new_students_get_the_rows_nbgrader_s_own_add_submission_makes(course, c
     comments, flags, late penalty and hand-in time, and the same scores in nbgrader's eyes,
     also with a second notebook that has a task cell and a grade cell of the same name
     (only the notebook named after the assignment is graded)."""
-    graded = result("bulk", cells, 0.5)
+    graded = make_result("bulk", cells, fraction=0.5)
     graded.late_penalty, graded.submitted_at = 1.5, "2026-03-01T10:00:00+00:00"
     sync_gradebook(course, ASSIGNMENT, [])  # the assignment, as generate_assignment records it
     with Gradebook(gradebook_url(course)) as gradebook:
@@ -188,7 +179,7 @@ def test_a_submission_without_its_notebook_gets_one(course, cells):
         student = gradebook.update_or_create_student("half")
         gradebook.db.add(SubmittedAssignment(assignment=gradebook.find_assignment(ASSIGNMENT), student=student))
         gradebook.db.commit()
-    late = result("half", cells, 0.5)
+    late = make_result("half", cells, fraction=0.5)
     late.submitted_at = "2026-03-02T09:30:00+00:00"
     sync_gradebook(course, ASSIGNMENT, [late])
     written = scores(course)
@@ -203,16 +194,17 @@ def test_one_result_the_gradebook_cannot_hold_rolls_back_no_one_else(course, cel
     """A result from before submission times were checked, with a time Python cannot convert
     to UTC (year 1 at +01:00), used to roll back the whole class's gradebook write. Now the
     others are written, and the one is named with why, by the writer thread too."""
-    bad = result("year1", cells, 1.0)
+    bad = make_result("year1", cells, fraction=1.0)
     bad.submitted_at = "0001-01-01T00:30:00+01:00"
-    failed = sync_gradebook(course, ASSIGNMENT, [result("ann", cells, 1.0), bad, result("bo", cells, 0.5)])
+    failed = sync_gradebook(course, ASSIGNMENT, [make_result("ann", cells, fraction=1.0), bad,
+                                                 make_result("bo", cells, fraction=0.5)])
     assert set(failed) == {"year1"} and "OverflowError" in failed["year1"]
     assert set(scores(course)) == {"ann", "bo"}
     writer = GradebookWriter(course, ASSIGNMENT)
     for student in ("cat", "dan"):
-        writer.add(result(student, cells, 0.25))
+        writer.add(make_result(student, cells, fraction=0.25))
     writer.add(bad)
-    failed = writer.finish([result("eve", cells, 1.0), bad])
+    failed = writer.finish([make_result("eve", cells, fraction=1.0), bad])
     assert set(failed) == {"year1"}
     assert set(scores(course)) == {"ann", "bo", "cat", "dan", "eve"}
     assert all(scores(course)["dan"][name][0] == round(points * 0.25, 2) for name, points in cells.items())

@@ -11,7 +11,7 @@ from selenium.webdriver.common.by import By
 
 from browser import full_page_screenshot, start_browser
 
-from helpers import COURSE, ROOT
+from helpers import COURSE, ROOT, cli, make_result
 
 ASSIGNMENT = "causal_attention"
 PHONE, DESKTOP = 390, 1100
@@ -149,7 +149,7 @@ def test_an_autograded_notebook_from_an_older_format_is_valid(tmp_path):
     """A 4.4 notebook (no cell ids) comes back as a valid 4.5 one, with the outputs in place."""
     from autograder.outputs.autograded import write_autograded
     from autograder.grading.notebook import read_notebook
-    from autograder.record import CellScore, Result
+    from autograder.record import CellScore
 
     old = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1"), nbformat.v4.new_code_cell(
         "# checks", metadata={"nbgrader": {"grade": True, "solution": False, "grade_id": "ex1", "points": 2}})])
@@ -159,8 +159,7 @@ def test_an_autograded_notebook_from_an_older_format_is_valid(tmp_path):
         del cell["id"]
     (tmp_path / "old.ipynb").write_text(json.dumps(text))
     notebook = read_notebook(tmp_path / "old.ipynb")
-    result = Result(student_id="s", assignment="a", status="graded",
-                    cells=[CellScore("ex1", 1.5, 2, output="ex1: 1.5 / 2 points")])
+    result = make_result("s", [CellScore("ex1", 1.5, 2, output="ex1: 1.5 / 2 points")], assignment="a")
     write_autograded(tmp_path / "autograded", "a", "s", notebook, result)
     written = nbformat.read(tmp_path / "autograded" / "s" / "a" / "a.ipynb", as_version=4)
     nbformat.validate(written)
@@ -202,13 +201,11 @@ def test_feedback_command_rewrites_the_pages(graded_examples, tmp_path):
     shutil.copytree(course / "graded" / ASSIGNMENT, out)
     shutil.rmtree(out / "feedback")
     (out / "report.html").unlink()
-    done = subprocess.run([sys.executable, "-m", "autograder.cli", "feedback", ASSIGNMENT, "--out", str(out),
-                           "--course", str(course)], capture_output=True, text=True)
+    done = cli("feedback", ASSIGNMENT, "--out", out, "--course", course)
     assert done.returncode == 0, done.stdout + done.stderr
     assert sorted(p.stem for p in (out / "feedback").glob("*.html")) == sorted(results)
     assert (out / "report.html").read_text().count("<tr>") > 10
-    empty = subprocess.run([sys.executable, "-m", "autograder.cli", "report", ASSIGNMENT, "--out",
-                            str(tmp_path / "nothing"), "--course", str(ROOT)], capture_output=True, text=True)
+    empty = cli("report", ASSIGNMENT, "--out", tmp_path / "nothing", "--course", ROOT)
     assert empty.returncode == 1 and "No results" in empty.stdout
 
 
@@ -217,21 +214,21 @@ def test_report_lists_timeouts_tampering_and_bad_files():
     from autograder.outputs.feedback import layout_of
     from autograder.outputs.report import render_report
 
-    def result(student, status, score, notes=(), errors=()):
-        from autograder.record import CellError, CellScore, CheckOutcome, Result
+    def checked(student, status, score, notes=(), errors=()):
+        """One check on ex1, passed at full marks."""
+        from autograder.record import CellError, CellScore, CheckOutcome
 
         check = CheckOutcome("test_a", "d", passed=score == 2, message="" if score == 2 else "Rows do not sum to 1.")
-        return Result(student_id=student, assignment=ASSIGNMENT, status=status, score=score,
-                      output="This submission could not be graded: empty file.",
-                      cells=[CellScore("ex1", score, 2.0, checks=[check])], notes=list(notes),
-                      cell_errors=[CellError(**error) for error in errors])
+        return make_result(student, [CellScore("ex1", score, 2.0, checks=[check])], status, score=score,
+                           output="This submission could not be graded: empty file.", notes=list(notes),
+                           cell_errors=[CellError(**error) for error in errors])
 
     page = render_report(ASSIGNMENT, [
-        result("slow", "graded", 0, ["your code did not finish within the 120 s time limit and was stopped."]),
-        result("sly", "graded", 2, ["the read-only cell ex1 was edited (restored)"]),
-        result("blank", "invalid", 0),
-        result("crashy", "graded", 0, errors=[{"cell": "ex1_answer", "error": "Traceback\nValueError: boom\n"}]),
-        result("fine", "graded", 2, errors=[{"cell": "check-01", "error": "AssertionError: visible\n"}]),
+        checked("slow", "graded", 0, ["your code did not finish within the 120 s time limit and was stopped."]),
+        checked("sly", "graded", 2, ["the read-only cell ex1 was edited (restored)"]),
+        checked("blank", "invalid", 0),
+        checked("crashy", "graded", 0, errors=[{"cell": "ex1_answer", "error": "Traceback\nValueError: boom\n"}]),
+        checked("fine", "graded", 2, errors=[{"cell": "check-01", "error": "AssertionError: visible\n"}]),
     ], layout_of(read_source(COURSE.assignment(ASSIGNMENT))), wall_time=12.5)
     attention = page[page.index('id="attention"'):]
     for expected in ("slow", "did not finish within the 120 s", "sly", "was edited (restored)", "blank",

@@ -9,14 +9,13 @@ import pytest
 from nbclient import NotebookClient
 
 from autograder.runs.batch import grade_batch
-from autograder.authoring.examples import filled_notebook, write_examples
-from autograder.authoring.nbgrader_steps import autograde, generate_assignment, gradebook_scores
+from autograder.authoring.examples import filled_notebook
 from autograder.course.reference import solved_namespace
 from autograder.checks.runner import run_checks
 from autograder.inside.student import NamespaceStudent
 from autograder.authoring.validate import release_namespace
 
-from helpers import assignment_of, empty_answers, make_notebook, scores, submit
+from helpers import assignment_of, scores
 
 ASSIGNMENT = "self_attention"
 POINTS = {"ex1": 2, "ex2": 3, "ex3": 2, "ex4": 3, "ex5": 3, "ex6": 2, "ex7": 3}
@@ -43,19 +42,6 @@ def test_in_process_solutions_pass_and_stubs_fail(seed):
     for cell, result in on_solutions.items():
         assert result.checks and all(c.passed for c in result.checks), [c.message for c in result.checks]
         assert not any(c.passed for c in on_stubs[cell].checks), cell
-
-
-@pytest.fixture(scope="module")
-def graded(course_copy):
-    """Stock nbgrader's scores for ada, ben, cy, dee, a crash and an empty notebook."""
-    generate_assignment(assignment_of(course_copy, ASSIGNMENT))
-    submitted = course_copy / "submitted"
-    write_examples(assignment_of(course_copy, ASSIGNMENT), submitted)
-    crashing = make_notebook({"ex4_answer": [("class SelfAttention_v1", "raise RuntimeError('stop')\nclass SelfAttention_v1")]},
-                             assignment=ASSIGNMENT)
-    submit(course_copy, ASSIGNMENT, {"fay": crashing, "gus": empty_answers(make_notebook(assignment=ASSIGNMENT))})
-    autograde(assignment_of(course_copy, ASSIGNMENT))
-    return gradebook_scores(assignment_of(course_copy, ASSIGNMENT))
 
 
 @pytest.mark.slow

@@ -10,8 +10,8 @@ from autograder.authoring.corpus import load, notebook
 from autograder.grading.notebook import grade_cells
 from autograder.outputs.folder import GradedFolder
 from autograder.runs.similarity import answer_code, rank_pairs, write_report
-from autograder.record import GRADED, CellScore, CheckOutcome, Result
-from helpers import assignment_of
+from autograder.record import CellScore, CheckOutcome
+from helpers import assignment_of, make_result
 
 ASSIGNMENT = assignment_of()
 COPIED = ("ex3-alt-mt-helper", "ex1-alt-debug-prints", "ex8-alt-lazy-windows")
@@ -96,9 +96,8 @@ def test_the_report_files(tmp_path, synthetic_class):
         path = tmp_path / f"{student}.ipynb"
         nbformat.write(nb, path)
         check = CheckOutcome("test_x", "x", False, 1.0, "The outputs differ (largest difference 2.5).")
-        results.append(Result(student, "causal_attention", GRADED, 1.0, [CellScore("ex1", 1.0, 2.0, "", [check])],
-                              path=str(path)))
-    results.append(Result("broken", "causal_attention", GRADED, path=str(tmp_path / "gone.ipynb")))
+        results.append(make_result(student, [CellScore("ex1", 1.0, 2.0, "", [check])], path=str(path)))
+    results.append(make_result("broken", path=str(tmp_path / "gone.ipynb")))
     table, page, pairs, unreadable = write_report(GradedFolder(tmp_path), "Causal attention", results, release)
     assert unreadable == ["broken"]
     rows = list(csv.DictReader(open(table)))
@@ -109,11 +108,8 @@ def test_the_report_files(tmp_path, synthetic_class):
 
 
 def test_the_command_writes_the_pages_and_the_class_report_section(tmp_path, synthetic_class):
-    import subprocess
-    import sys
-
     from autograder.record import write_result
-    from helpers import new_course
+    from helpers import cli, new_course
 
     codes, _, _ = synthetic_class
     course = new_course(tmp_path)
@@ -125,10 +121,8 @@ def test_the_command_writes_the_pages_and_the_class_report_section(tmp_path, syn
         next(c for c in nb.cells if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("solution")).source \
             = codes[student]
         nbformat.write(nb, out / f"{student}.ipynb")
-        write_result(out, Result(student, "causal_attention", GRADED, 1.0, [CellScore("ex1", 1.0, 2.0)],
-                                 path=str(out / f"{student}.ipynb")))
-    done = subprocess.run([sys.executable, "-m", "autograder.cli", "similarity", "causal_attention",
-                           "--course", str(course), "--results", str(out)], capture_output=True, text=True)
+        write_result(out, make_result(student, [("ex1", 1.0, 2.0)], path=str(out / f"{student}.ipynb")))
+    done = cli("similarity", "causal_attention", "--course", course, "--results", out)
     assert done.returncode == 0, done.stdout + done.stderr
     first = " ".join(done.stdout.split()).split("never a penalty)")[1].split(":")[0].strip()
     assert first in (f"{COPIED[1]} and copy-of-{COPIED[1]}", f"copy-of-{COPIED[1]} and {COPIED[1]}")
@@ -161,7 +155,7 @@ def _class_on_disk(tmp_path, codes, students, extra=None):
     for student, nb in notebooks.items():
         path = tmp_path / f"{student}.ipynb"
         nbformat.write(nb, path)
-        results.append(Result(student, "causal_attention", GRADED, 1.0, [CellScore("ex1", 1.0, 2.0)], path=str(path)))
+        results.append(make_result(student, [("ex1", 1.0, 2.0)], path=str(path)))
     return results, release
 
 
