@@ -7,9 +7,8 @@ import pytest
 from autograder.grading import selfcheck
 from autograder.course.reference import solved_namespace
 from autograder.grading.sandbox import isolation
-from autograder.authoring.validate import release_namespace
 
-from helpers import COURSE, new_course
+from helpers import COURSE, new_course, release_namespace
 
 ASSIGNMENT = "causal_attention"
 

@@ -89,6 +89,76 @@ def empty_answers(nb):
     return nb
 
 
+class ReleaseDoesNotRun(AssertionError):
+    """A cell of the release stopped with an error that no unanswered stub explains."""
+
+
+def answer_names(source):
+    """{grade id: names its answer binds} for the answer cells of the (solved) source notebook."""
+    import ast
+
+    found = {}
+    for cell in source.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if cell.cell_type == "code" and meta.get("solution"):
+            tree = ast.parse(cell.source)
+            found[meta["grade_id"]] = {node.id for node in ast.walk(tree)
+                                       if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)}
+            found[meta["grade_id"]] |= {node.name for node in tree.body
+                                        if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
+    return found
+
+
+def run_release(release, answers):
+    """Run the release's code cells in order, as an untouched submission runs; `answers` is
+    answer_names() of the solved notebook. Returns (namespace, {cell index: the error it stopped with}).
+
+    A cell may stop only as an unanswered release must: on a stub (NotImplementedError raised by
+    an answer cell's code), or on a NameError for a name that an answer cell which stopped would
+    have defined. Any other error (a syntax error, a typo in given code, a NotImplementedError
+    raised outside the stubs) raises ReleaseDoesNotRun: the release itself is broken."""
+    import contextlib
+    import io
+    import traceback
+
+    namespace, stopped, undefined, stubs = {"__name__": "__main__"}, {}, set(), set()
+    for index, cell in enumerate(release.cells):
+        if cell.cell_type != "code":
+            continue
+        meta = cell.metadata.get("nbgrader", {})
+        grade_id = meta.get("grade_id") if meta.get("solution") else None  # an answer cell's
+        if grade_id:
+            stubs.add(f"<cell {index}>")
+        try:
+            code = compile(cell.source, f"<cell {index}>", "exec")
+        except SyntaxError as error:
+            raise ReleaseDoesNotRun(f"cell {index} does not compile: {error}") from error
+        try:
+            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+                exec(code, namespace)
+        except NotImplementedError as error:
+            if traceback.extract_tb(error.__traceback__)[-1].filename not in stubs:
+                raise ReleaseDoesNotRun(f"cell {index} raised NotImplementedError outside a stub: {error}") from error
+            stopped[index] = f"NotImplementedError: {error}"
+        except NameError as error:
+            if error.name not in undefined:
+                raise ReleaseDoesNotRun(f"cell {index} uses {error.name!r}, which no stopped answer defines") from error
+            stopped[index] = f"NameError: {error}"
+        except Exception as error:
+            raise ReleaseDoesNotRun(f"cell {index} raised {type(error).__name__}: {error}") from error
+        else:
+            continue
+        if grade_id:  # an unanswered answer: what its answer would define stays undefined
+            undefined |= answers.get(grade_id, set())
+    return namespace, stopped
+
+
+def release_namespace(assignment):
+    """The namespace of the assignment's release run as an untouched submission (see run_release)."""
+    release = nbformat.read(assignment.release_notebook, as_version=4)
+    return run_release(release, answer_names(nbformat.read(assignment.source_notebook, as_version=4)))[0]
+
+
 def submit(course, assignment, notebooks):
     """Write {student: notebook} into nbgrader's submitted/<student>/<assignment>/ tree."""
     for student, notebook in notebooks.items():

@@ -1,4 +1,5 @@
 """End to end: the release notebook runs, and stock nbgrader grades it right."""
+import ast
 import time
 
 import nbformat
@@ -8,7 +9,7 @@ from nbclient import NotebookClient
 from autograder.authoring.examples import filled_notebook
 from autograder.runs.batch import grade_batch
 
-from helpers import assignment_of, scores
+from helpers import ReleaseDoesNotRun, answer_names, assignment_of, run_release, scores
 
 ASSIGNMENT = "causal_attention"
 AUTOGRADED_POINTS = 26  # Exercises 1-8; the concept questions are graded by hand
@@ -29,8 +30,55 @@ def test_release_with_correct_answers_runs_top_to_bottom(tmp_path):
 
 
 def test_untouched_release_computes_nothing(stubs):
-    # every cell of the release ran, past errors: the stubs produce no answers
+    # every cell of the release ran, stopping only on the stubs (see helpers.run_release): no answers
     assert "causal_embeddings" not in stubs and "multihead_embeddings" not in stubs
+
+
+def release_and_answers(assignment=ASSIGNMENT):
+    found = assignment_of(name=assignment)
+    release = nbformat.read(found.release_notebook, as_version=4)
+    return release, answer_names(nbformat.read(found.source_notebook, as_version=4))
+
+
+def nbgrader(cell):
+    return cell.metadata.get("nbgrader", {})
+
+
+@pytest.mark.parametrize("assignment", ["causal_attention", "self_attention"])
+def test_the_untouched_release_stops_only_where_an_answer_is_missing(assignment):
+    release, answers = release_and_answers(assignment)
+    namespace, stopped = run_release(release, answers)
+    code = [index for index, cell in enumerate(release.cells) if cell.cell_type == "code"]
+    first_answer = next(index for index in code if nbgrader(release.cells[index]).get("solution"))
+    assert stopped and min(stopped) > first_answer  # the setup before the first answer ran
+    hidden = [index for index in code
+              if nbgrader(release.cells[index]).get("grade") and not nbgrader(release.cells[index]).get("solution")]
+    assert hidden and not set(hidden) & set(stopped)  # the graded cells' placeholders ran
+    for index in code:  # every stub (function or class) an answer cell gives is defined
+        if nbgrader(release.cells[index]).get("solution"):
+            for node in ast.parse(release.cells[index].source).body:
+                if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                    assert callable(namespace.get(node.name)), (index, node.name)
+    assert all(error.startswith(("NotImplementedError: Not answered yet", "NameError: "))
+               for error in stopped.values()), stopped
+
+
+BROKEN_GIVEN_CODE = {
+    "syntax error": "def broken(:\n    pass\n",
+    "name defined nowhere": "print(undefined_helper(3))\n",
+    "name an answer defines, before that answer": "print(causal_embeddings.shape)\n",
+    "NotImplementedError of its own": "raise NotImplementedError('the instructor forgot this cell')\n",
+    "any other error": "import torhc\n",
+}
+
+
+@pytest.mark.parametrize("code", BROKEN_GIVEN_CODE.values(), ids=BROKEN_GIVEN_CODE.keys())
+def test_a_release_whose_given_code_fails_does_not_pass_for_an_untouched_one(code):
+    release, answers = release_and_answers()
+    first_answer = next(i for i, cell in enumerate(release.cells) if nbgrader(cell).get("solution"))
+    release.cells.insert(first_answer + 1, nbformat.v4.new_code_cell(code))  # given code, not an answer
+    with pytest.raises(ReleaseDoesNotRun, match=f"cell {first_answer + 1} "):
+        run_release(release, answers)
 
 
 def more_submissions(course):

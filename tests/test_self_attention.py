@@ -13,9 +13,8 @@ from autograder.authoring.examples import filled_notebook
 from autograder.course.reference import solved_namespace
 from autograder.checks.runner import run_checks
 from autograder.inside.student import NamespaceStudent
-from autograder.authoring.validate import release_namespace
 
-from helpers import assignment_of, scores
+from helpers import assignment_of, release_namespace, scores
 
 ASSIGNMENT = "self_attention"
 POINTS = {"ex1": 2, "ex2": 3, "ex3": 2, "ex4": 3, "ex5": 3, "ex6": 2, "ex7": 3}
