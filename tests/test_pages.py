@@ -139,10 +139,26 @@ def test_nbgrader_feedback_keeps_the_results(graded_examples):
 
 
 def test_autograded_notebooks_are_valid(graded_examples):
+    """Every graded student has an autograded notebook that nbformat accepts, each graded cell
+    showing its feedback and points as its outputs (what formgrader shows a TA)."""
     course, results = graded_examples
-    for student in results:
+    graded = sorted(student for student, result in results.items() if result.status == "graded")
+    assert graded == ["ada", "ben", "cy", "dee", "fay"]
+    written = sorted(path.parent.parent.name
+                     for path in (course / "autograded").glob(f"*/{ASSIGNMENT}/{ASSIGNMENT}.ipynb"))
+    assert written == graded
+    for student in graded:
         nb = nbformat.read(course / "autograded" / student / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", as_version=4)
         nbformat.validate(nb)
+        graded_cells = {cell.metadata.nbgrader["grade_id"]: cell for cell in nb.cells
+                        if cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("grade")
+                        and not cell.metadata.nbgrader.get("solution")}
+        assert set(graded_cells) == set(results[student].scores), student
+        for score in results[student].cells:
+            printed, value = graded_cells[score.name].outputs
+            assert printed.output_type == "stream" and printed.text == score.output + "\n", (student, score.name)
+            assert printed.text.startswith(f"{score.name}: {score.score:g} / {score.max_score:g} points")
+            assert value.output_type == "execute_result" and value.data["text/plain"] == f"{score.score:g}"
 
 
 def test_an_autograded_notebook_from_an_older_format_is_valid(tmp_path):
