@@ -1,53 +1,135 @@
-"""The result record: one typed model, one module that reads and writes it."""
+"""The result record: what goes to disk comes back, in Gradescope's format, and nothing else passes for one."""
+import dataclasses
 import json
 import re
 
 import pytest
 
 from autograder.outputs.gradescope import schema_errors
-from autograder.record import (CellError, CellScore, CheckOutcome, Result, all_results, read_result, result_path,
-                               write_result)
-from helpers import ROOT
+from autograder.record import CellError, CellScore, CheckOutcome, Result, all_results, read_result, write_result
+from helpers import ROOT, make_result
 
 
 def sample(student="ada", status="graded"):
-    checks = [CheckOutcome("test_rows[0]", "rows sum to 1", True),
+    """A result with every field set to something other than its default."""
+    checks = [CheckOutcome("test_rows[0]", "rows sum to 1", True, 0.5),
               CheckOutcome("test_rows[1]", "rows sum to 1", False, 1.0, "Softmax ran over the wrong dimension.")]
-    return Result(student_id=student, assignment="causal_attention", status=status, score=3.5,
-                  cells=[CellScore("ex1", 2.0, 2.0, "all good"), CellScore("ex3", 1.5, 5.0, "see below", checks)],
-                  output=f"{student}: 3.5 / 7 points", notes=["the read-only cell check-01 was edited (restored)"],
-                  cell_errors=[CellError("ex3_answer", "Traceback\nValueError: boom\n")], path="/in/ada.ipynb",
-                  notebook_sha256="ab" * 32, seed=7, sandbox="bubblewrap", execution_time=1.25,
-                  timings={"run_cells": 0.5})
+    cells = [CellScore("ex1", 2.0, 2.0, "all good"), CellScore("ex3", 1.5, 5.0, "see below", checks)]
+    return make_result(student, cells, status, score=3.0, output=f"{student}: 3 / 7 points",
+                       notes=["the read-only cell check-01 was edited (restored)"],
+                       cell_errors=[CellError("ex3_answer", "Traceback\nValueError: boom\n")],
+                       path=f"/in/{student}.ipynb",
+                       notebook_sha256="ab" * 32, answers_key="cd" * 32, reused=True, reusable="ran to the end",
+                       seed=7, submitted_at="2026-11-21T10:00:00+00:00", late_penalty=0.5,
+                       late_note="1 day late: -0.5 points", sandbox="bubblewrap", execution_time=1.25,
+                       timings={"run_cells": 0.5}, graded_notebook={"cells": [], "metadata": {"secret": "x"}})
 
 
-def test_a_result_survives_the_disk_unchanged(tmp_path):
+def test_the_sample_sets_every_field():
+    """So that the round trip below covers every field, including ones added later."""
     result = sample()
+    for records in ([result], result.cells, [check for cell in result.cells for check in cell.checks],
+                    result.cell_errors):
+        for field in dataclasses.fields(records[0]):
+            default = field.default_factory() if field.default_factory is not dataclasses.MISSING else field.default
+            assert any(getattr(record, field.name) != default for record in records), \
+                f"{type(records[0]).__name__}.{field.name}"
+
+
+def test_a_result_survives_json_and_the_disk_with_every_field(tmp_path):
+    result = sample()
+    again = Result.from_json(json.loads(json.dumps(result.to_json())))
+    assert again == result
+    for field in dataclasses.fields(Result):
+        if field.name != "graded_notebook":  # compared one by one: a field left out of == is caught too
+            assert getattr(again, field.name) == getattr(result, field.name), field.name
+    assert again.raw_score == 3.5  # the late penalty is still known
     write_result(tmp_path, result)
     assert read_result(tmp_path, "ada") == result
-    assert [p.name for p in tmp_path.iterdir()] == ["ada.json"]  # no temporary file left behind
+    assert [path.name for path in tmp_path.iterdir()] == ["ada.json"]  # no temporary file left behind
 
 
-def test_the_file_is_gradescope_results_json():
-    data = sample().to_json()
-    assert schema_errors(data) == []
-    assert [t["status"] for t in data["tests"]] == ["passed", "failed"]
-    assert sum(t["max_score"] for t in data["tests"]) == 7
+def test_the_graded_notebook_is_never_written(tmp_path):
+    result = sample()
+    assert "secret" not in json.dumps(result.to_json())
+    assert Result.from_json(result.to_json()).graded_notebook is None
+    write_result(tmp_path, result)
+    assert "secret" not in (tmp_path / "ada.json").read_text()
+    assert read_result(tmp_path, "ada").graded_notebook is None
+
+
+@pytest.mark.parametrize("status", ["graded", "invalid", "error"])
+def test_the_file_is_gradescope_results_json(status):
+    for data in (sample(status=status).to_json(), sample(status=status).to_json({"ex3": "Exercise 3"}),
+                 make_result("blank", status=status).to_json()):
+        assert schema_errors(data) == []
+    data = sample(status=status).to_json()
+    assert [test["status"] for test in data["tests"]] == ["passed", "failed"]
+    assert data["score"] == 3.0 and sum(test["max_score"] for test in data["tests"]) == 7
+    broken = {key: value for key, value in data.items() if key != "tests"}
+    broken["tests"] = [{"name": "ex1", "score": "two"}]
+    assert schema_errors(broken)  # the check can fail
 
 
 def test_titles_name_the_tests_and_keep_the_grade_ids():
     data = sample().to_json({"ex3": "Exercise 3: A causal attention module"})
     assert [t["name"] for t in data["tests"]] == ["ex1", "Exercise 3: A causal attention module"]
-    assert Result.from_json(data).cells[1].name == "ex3"
+    assert Result.from_json(data).cells == sample().cells
 
 
-def test_derived_values():
-    result = sample()
-    assert result.max_score == 7 and result.scores == {"ex1": 2.0, "ex3": 1.5}
-    assert result.finished and not result.unsandboxed
-    assert [(cell, check.message) for cell, check in result.failed_checks()] == [
-        ("ex3", "Softmax ran over the wrong dimension.")]
-    assert not sample(status="error").finished and Result("x", "a", "graded", sandbox="none").unsandboxed
+NOT_RESULTS = {
+    "empty": {},
+    "a list": [sample().to_json()],
+    "no extra_data": {"score": 1, "tests": []},
+    "no student": {"score": 1, "extra_data": {"status": "graded"}},
+    "no status": {"score": 1, "extra_data": {"student_id": "x"}},
+    "no score": {"extra_data": {"student_id": "x", "status": "graded"}},
+    "a score that is no number": {"score": "lots", "extra_data": {"student_id": "x", "status": "graded"}},
+    "a test without a score": {"score": 1, "extra_data": {"student_id": "x", "status": "graded"},
+                               "tests": [{"name": "ex1", "max_score": 2}]},
+    "tests that are no list": {"score": 1, "extra_data": {"student_id": "x", "status": "graded"}, "tests": 3},
+    "a check with unknown fields": {"score": 1, "extra_data": {"student_id": "x", "status": "graded"}, "tests": [
+        {"name": "ex1", "score": 1, "max_score": 2, "extra_data": {"checks": [{"verdict": "fine"}]}}]},
+}
+
+
+@pytest.mark.parametrize("data", NOT_RESULTS.values(), ids=NOT_RESULTS.keys())
+def test_anything_else_is_not_a_result(data):
+    with pytest.raises(ValueError, match="not a result record"):
+        Result.from_json(data)
+
+
+def test_all_results_reads_the_results_and_skips_dot_files_and_files_it_cannot_read(tmp_path):
+    write_result(tmp_path, sample("ben"))
+    write_result(tmp_path, sample("ada"))
+    write_result(tmp_path, sample("batch"), path=tmp_path / ".batch.json")  # the batch's own, result or not
+    (tmp_path / "garbled.json").write_text('{"score": ')
+    (tmp_path / "latin1.json").write_bytes(b'{"score": "\xe9"}')
+    (tmp_path / "other.json").write_text(json.dumps({"score": 1, "tests": []}))  # JSON, not a result
+    (tmp_path / "folder.json").mkdir()
+    (tmp_path / "gone.json").symlink_to(tmp_path / "nowhere.json")
+    (tmp_path / "ada.txt").write_text(json.dumps(sample("cy").to_json()))  # not a .json file
+    assert all_results(tmp_path) == [sample("ada"), sample("ben")]  # in the order of their ids
+    for unreadable in ("garbled", "latin1", "other", "folder", "gone", "nobody"):
+        assert read_result(tmp_path, unreadable) is None, unreadable
+    assert all_results(tmp_path / "missing") == []
+
+
+def test_a_copy_for_an_identical_answer_is_marked_reused_and_names_its_student():
+    leader = make_result("ada", [CellScore("ex1", 1.5, 2.0, "ex1: 1.5 / 2 points")], output="ada: 1.5 / 2 points",
+                         notes=["ada's note"], cell_errors=[CellError("ex1_answer", "ValueError\n")],
+                         path="/in/ada.ipynb", notebook_sha256="ab" * 32, answers_key="key", execution_time=3.0)
+    before = Result.from_json(leader.to_json())
+    copy = leader.copy_for("ben", "/in/ben.ipynb", "cd" * 32)
+    assert copy.reused and not leader.reused
+    assert copy.student_id == "ben" and copy.output == "ben: 1.5 / 2 points"
+    assert copy.path == "/in/ben.ipynb" and copy.notebook_sha256 == "cd" * 32
+    assert (copy.score, copy.cells, copy.notes, copy.cell_errors, copy.answers_key, copy.status) == (
+        leader.score, leader.cells, leader.notes, leader.cell_errors, leader.answers_key, leader.status)
+    assert copy.execution_time == 0  # nothing ran for it
+    assert leader == before  # the leader's own result is unchanged
+    copy.cells[0].score = 0
+    assert leader.cells[0].score == 1.5  # and shares nothing with the copy
 
 
 def test_timings_are_all_that_without_timings_drops():
@@ -56,23 +138,6 @@ def test_timings_are_all_that_without_timings_drops():
     assert a != b and a.without_timings() == b.without_timings()
     b.score = 4.0
     assert a.without_timings() != b.without_timings()
-
-
-def test_files_that_are_not_results_are_left_out(tmp_path):
-    write_result(tmp_path, sample("ada"))
-    write_result(tmp_path, sample("ben"))
-    (tmp_path / "garbled.json").write_text('{"score": ')
-    (tmp_path / "other.json").write_text(json.dumps({"score": 1, "tests": []}))  # no extra_data
-    (tmp_path / ".batch.json").write_text(json.dumps({"seed": 1}))
-    assert [r.student_id for r in all_results(tmp_path)] == ["ada", "ben"]
-    assert read_result(tmp_path, "garbled") is None and read_result(tmp_path, "nobody") is None
-    with pytest.raises(ValueError, match="not a result record"):
-        Result.from_json({"score": 1, "extra_data": {"student_id": "x", "status": "graded"},
-                          "tests": [{"name": "ex1"}]})  # a test without a score
-
-
-def test_result_path_is_one_file_per_student(tmp_path):
-    assert result_path(tmp_path, "s001_ada") == tmp_path / "s001_ada.json"
 
 
 def test_only_the_record_module_knows_the_file_layout():
