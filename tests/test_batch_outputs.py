@@ -86,8 +86,9 @@ def test_when_the_result_file_fails_nothing_after_it_shows_the_grade(course, tmp
 
     report = grade_batch(assignment_of(course), [tmp_path / "in"], [FullDisk(folder), collected], out_dir=folder,
                          scheduler=CountingScheduler(), seed=1)
-    assert collected.added == ["b1"]
+    assert collected.added == ["b1"] and collected.finished == ["b1"]  # not in grades.csv or the gradebook either
     assert dict(report.problems)["a1"].endswith("; it is graded again next run")
+    assert [r.student_id for r in report.results] == ["b1"]
 
 
 def test_the_standard_outputs_write_every_file_a_ta_reads(course, tmp_path):

@@ -98,7 +98,7 @@ def grade_batch(assignment, paths, outputs=None, out_dir=None, scheduler=None, o
     record.copies(identical.take_ready())  # when nothing had to run
     record.copies(identical.unanswered(spec))
     clock("stopping the workers")
-    report.results = _every_result(folder, report.graded)
+    report.results = _every_result(folder, [r for r in report.graded if r.student_id not in record.unrecorded])
     folder.record_wall_time(time.perf_counter() - started)
     record.finish(report.results, clock)
     report.changes = [change for output in outputs for change in getattr(output, "changes", [])]
@@ -113,6 +113,7 @@ class _Recorder:
 
     def __init__(self, outputs, late, renamed, report, on_result):
         self.outputs, self.late, self.renamed, self.report, self.on_result = outputs, late, renamed, report, on_result
+        self.unrecorded = set()  # students whose result file could not be written: no output shows their grade
 
     def __call__(self, result, notebook=None):
         notebook = notebook if notebook is not None else result.graded_notebook
@@ -141,6 +142,7 @@ class _Recorder:
                 self.report.problems.append((result.student_id, f"{output.what} could not be written"
                                                                 f" ({brief(error)}){again}"))
                 if output.required:
+                    self.unrecorded.add(result.student_id)
                     return
 
     def copies(self, copies):
