@@ -1,4 +1,5 @@
 import contextlib
+import functools
 import io
 import os
 
@@ -28,6 +29,13 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: left out of the fast lane; `pytest --full` runs it")
+    # nbgrader stamps each new gradebook.db with its migrations' head, which it learns by running
+    # `alembic heads` in a process of its own: 3 s, paid again for every fresh course a test grades
+    # into (a TA pays it once per course). The head is the same all session: ask once.
+    import nbgrader.api
+
+    if not hasattr(nbgrader.api.get_alembic_version, "cache_info"):
+        nbgrader.api.get_alembic_version = functools.lru_cache(maxsize=None)(nbgrader.api.get_alembic_version)
 
 
 def pytest_collection_modifyitems(config, items):
