@@ -1,2 +1,2 @@
-"""What grading produces: result files, grades.csv and gradebook, feedback pages,
-the class report, Gradescope."""
+"""What a result becomes: each output is one class behind `base.Output` (add(result),
+finish(results)); `folder.GradedFolder` names every file in graded/<assignment>/."""
