@@ -69,7 +69,8 @@ def test_an_unreachable_scheduler_is_one_clear_line_and_nothing_is_written(tmp_p
     write(inbox, "ada", example("ada"))
     out = tmp_path / "out"
     done = cli("grade", ASSIGNMENT, inbox, "--course", course_copy, "--out", out,
-               "--cluster", f"tcp://127.0.0.1:{port}")
+               "--cluster", f"tcp://127.0.0.1:{port}",  # Dask retries until the timeout: 1 s, not 10
+               setup="from autograder.grading import cluster\ncluster.CONNECT_TIMEOUT = 1")
     assert done.returncode == 1
     assert "cannot reach the Dask scheduler at tcp://127.0.0.1:" in " ".join(done.stdout.split())
     assert "Traceback" not in done.stdout + done.stderr
