@@ -15,6 +15,7 @@ from autograder.authoring.corpus import SOLUTIONS, STUBS, judge, load
 from autograder.course import copy_assignment
 from autograder.record import Result
 from autograder.grading.notebook import grade_cells
+from autograder.authoring.errorcheck import ErrorModelReport
 from autograder.authoring.validate import grade_corpus, validate
 
 from helpers import COURSE, make_result
@@ -144,7 +145,9 @@ def test_a_weakened_check_is_reported(tmp_path, monkeypatch, capsys):
         "def test_shape(student):\n"
         '    """Returns a tensor of the right shape"""\n'
         "    expect_tensor(student.call('mask_before_softmax', torch.ones(4, 4), 2), 'The result', shape=(4, 4))\n")
-    report = validate(loosened, seed=0, jobs=1, only={"ex2-fill-zero", "ex2-not-scaled", "ex2-alt-additive-mask"})
+    # The error model is the bundled one (test_error_model.py checks it): not checked again here.
+    monkeypatch.setattr(validate_module, "check_error_model", lambda assignment: ErrorModelReport())
+    report = validate(loosened, seed=0, jobs=2, only={"ex2-fill-zero", "ex2-not-scaled", "ex2-alt-additive-mask"})
     assert not report.clean
     assert report.cells["ex2"].mistakes == 2 and report.cells["ex2"].caught == 0
     assert report.cells["ex2"].accepted == 1
