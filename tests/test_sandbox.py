@@ -169,7 +169,7 @@ def test_limits_stop_memory_bombs_fork_bombs_and_floods_of_output(sandbox):
 
 
 def test_an_endless_loop_is_stopped_and_the_sandbox_is_reused(sandbox):
-    box = Sandbox(1, Limits(timeout=2))
+    box = Sandbox(1, Limits(timeout=1))
     try:
         reply, student = run(box, "def f(x):\n    while True:\n        pass", "g = 1")
         assert reply[0] == "ran"
@@ -244,7 +244,7 @@ def f(x):
             pass
     time.sleep(60)
 """
-    box = Sandbox(2, Limits(timeout=3))
+    box = Sandbox(2, Limits(timeout=1.5))
     try:
         reply, student = run(box, code)
         expect_stopped_in_time(box, student, within=5)
