@@ -9,7 +9,7 @@ from autograder.grading import selfcheck
 from autograder.course.reference import solved_namespace
 from autograder.grading.sandbox import isolation
 
-from helpers import COURSE, new_course, release_namespace
+from helpers import COURSE, make_gradebook, new_course, release_namespace
 
 ASSIGNMENT = "causal_attention"
 
@@ -90,8 +90,9 @@ def course(tmp_path):
 
 @pytest.fixture(scope="session")
 def course_copy(tmp_path_factory):
-    """A throwaway copy of the bundled course, nothing graded yet (its folder)."""
-    return new_course(tmp_path_factory.mktemp("course"))
+    """A throwaway copy of the bundled course, nothing graded yet (its folder), with an empty
+    gradebook (see helpers.make_gradebook)."""
+    return make_gradebook(new_course(tmp_path_factory.mktemp("course")))
 
 
 @pytest.fixture(scope="session")

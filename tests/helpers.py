@@ -188,6 +188,18 @@ def new_course(tmp_path):
     return copy_course(COURSE, tmp_path / "course").root
 
 
+def make_gradebook(course):
+    """An empty gradebook.db in the course folder `course`, as `nbgrader generate_assignment` leaves
+    it. Made in this process: a grading or nbgrader process that makes it pays 3 s for nbgrader's
+    `alembic heads` (conftest.py asks that once a session)."""
+    from nbgrader.api import Gradebook
+
+    from autograder.outputs.gradebook import gradebook_url
+
+    Gradebook(gradebook_url(course)).close()
+    return course
+
+
 def sandbox_processes():
     """Processes still running as one of the sandbox uids."""
     from autograder.grading.sandbox import SANDBOX_UID_BASE

@@ -17,7 +17,7 @@ import pytest
 from nbgrader.api import Gradebook
 
 from autograder.outputs.gradebook import gradebook_url
-from helpers import cli, example, new_course
+from helpers import cli, example, make_gradebook, new_course
 
 needs_bwrap = pytest.mark.usefixtures("sandbox_required")
 
@@ -43,7 +43,7 @@ def grade(course, *paths):
 @pytest.fixture(scope="module")
 def bad_class(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("bad_inputs")
-    course = new_course(tmp)
+    course = make_gradebook(new_course(tmp))  # (the inputs are the point, not making the gradebook)
     settings = course / "exercises" / ASSIGNMENT / "assignment.toml"
     settings.write_text(settings.read_text() + "\n[late]\ndue = 2026-11-20T23:59:00Z\npercent_per_day = 10\n")
     right = example("ada")

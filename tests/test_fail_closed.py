@@ -11,7 +11,7 @@ import pytest
 
 from autograder.grading import selfcheck
 
-from helpers import EXAMPLES, ROOT, cli, example, make_notebook, new_course, path_without_bwrap, write
+from helpers import EXAMPLES, ROOT, cli, example, make_gradebook, make_notebook, new_course, path_without_bwrap, write
 
 ASSIGNMENT = "causal_attention"
 pytestmark = pytest.mark.usefixtures("sandbox_required")  # root, and a real bubblewrap to hide
@@ -79,7 +79,7 @@ MARK = b"written by a test notebook"
 
 
 def test_with_the_flag_as_root_student_code_writes_nothing_outside_its_own_scratch(tmp_path, no_bwrap):
-    course = new_course(tmp_path)
+    course = make_gradebook(new_course(tmp_path))  # (one the notebook must not write to either)
     inbox = tmp_path / "inbox"
     inbox.mkdir()
     code = ESCAPE.replace("OTHER", repr(str(inbox))).replace("COURSE", repr(str(course)))
