@@ -185,7 +185,8 @@ def cmd_grade(args):
         report = grade_batch(assignment, args.paths, standard_outputs(assignment, folder), out_dir=folder,
                              jobs=args.jobs or os.cpu_count() or 1, limits=limits, force=args.force,
                              seed=args.seed, on_result=progress.advance, unsafe_no_sandbox=args.unsafe_no_sandbox,
-                             submitted_at=times, roster=roster, scheduler=scheduler)
+                             submitted_at=times, roster=roster, scheduler=scheduler,
+                             max_notebook_mb=args.max_notebook_mb)
     finally:
         progress.stop()
         if scheduler is not None:
@@ -224,7 +225,11 @@ def _print_batch(report, args, folder):
     console.print(f"graded {len(graded)}"
                   + (f" ({reused} with answers identical to another submission's, graded once)" if reused else "")
                   + f", failed {failed}, skipped {report.skipped} (already graded), "
-                  f"mean score {mean:.2f}, wall time {report.seconds:.1f} s; results in {folder.root}")
+                  + (f"regraded {report.regraded} (their earlier results were made with other checks,"
+                     " settings or grader), " if report.regraded else "")
+                  + (f"late penalty updated for {len(report.late_updated)} skipped (the late policy,"
+                     " a submission time or an extension changed), " if report.late_updated else "")
+                  + f"mean score {mean:.2f}, wall time {report.seconds:.1f} s; results in {folder.root}")
     if report.changes:
         console.print(f"{len(report.changes)} students' scores changed since their last grading: see"
                       f" {folder.changes_csv} (the previous results are in {folder.root / 'history'})")
@@ -539,6 +544,9 @@ def _grade_command(sub):
                    help="memory per submission on top of the warm interpreter (default: the assignment's, else 4096)")
     p.add_argument("--force", action="store_true", help="grade again what is already graded")
     p.add_argument("--seed", type=int, help="input seed (default: random, kept for the batch)")
+    p.add_argument("--max-notebook-mb", type=float, metavar="MB",
+                   help="largest notebook graded, counted without its outputs, which are never used"
+                        " (default: 20; a file over 512 MB or this limit is not read at all)")
     p.add_argument("--verbose", action="store_true", help="also print where the time went")
     p.add_argument("--submitted-at", metavar="FILE",
                    help="CSV of student_id,submitted_at for the late policy (default: nbgrader's timestamp.txt)")

@@ -18,7 +18,12 @@ import nbformat
 
 from autograder.untrusted import visible
 
+# The default limit on what runs: a notebook without its outputs (`autograder grade --max-notebook-mb`).
+# Outputs do not count: grading runs the cells again and never uses them.
 MAX_NOTEBOOK_BYTES = 20 * 2**20
+# A file larger than this (or than the limit, if that is larger) is not read at all: parsing it
+# takes two to three times its size in memory, in every worker at once.
+MAX_FILE_BYTES = 512 * 2**20
 # A release has tens of cells (this course's about 50), and a student who tries things out
 # adds tens more. 150,000 cells in a 15 MB notebook cost the grader 1.6 GiB without this bound.
 MAX_CELLS = 2000
@@ -62,51 +67,105 @@ def sha256(path):
 
 
 # -- reading ------------------------------------------------------------------------------
-def read_notebook(path):
+def read_notebook(path, max_bytes=MAX_NOTEBOOK_BYTES):
     """A validated nbformat-4 notebook, or InvalidNotebook with a message that says why."""
-    return read_notebook_and_sha(path)[0]
+    return read_notebook_and_sha(path, max_bytes)[0]
 
 
-def read_notebook_and_sha(path):
-    """(`read_notebook(path)`, the SHA-256 of the very bytes it was read from)."""
+def read_notebook_and_sha(path, max_bytes=MAX_NOTEBOOK_BYTES):
+    """(`read_notebook(path)`, the SHA-256 of the very bytes it was read from).
+
+    The limit `max_bytes` is on what runs: the notebook without its outputs, attachments and
+    execution counts, which grading never uses (it runs the cells again) and which are cleared
+    here. A file is read at all only up to max(MAX_FILE_BYTES, max_bytes)."""
     path = Path(path)
-    too_big = (f"over the {MAX_NOTEBOOK_BYTES / 2**20:.0f} MB limit (clear large outputs and resubmit)")
+    hard = max(MAX_FILE_BYTES, max_bytes)
+    too_big = (f"over the {hard / 2**20:.0f} MB the grader reads (clear the outputs: Restart & Clear Output,"
+               " save, and resubmit)")
     size = path.stat().st_size
     if size == 0:
         raise InvalidNotebook("the file is empty")
-    if size > MAX_NOTEBOOK_BYTES:
+    if size > hard:
         raise InvalidNotebook(f"the file is {size / 2**20:.0f} MB, {too_big}")
     with open(path, "rb") as handle:
-        raw = handle.read(MAX_NOTEBOOK_BYTES + 1)  # never more, even if the file grew since
-    if len(raw) > MAX_NOTEBOOK_BYTES:
+        raw = handle.read(hard + 1)  # never more, even if the file grew since
+    if len(raw) > hard:
         raise InvalidNotebook(f"the file is {too_big}")
+    digest, small = hashlib.sha256(raw).hexdigest(), len(raw) <= max_bytes
     try:
         text = raw.decode("utf-8")
+        del raw  # each form of a large file is let go once the next one exists
         data = json.loads(text)
+        del text
     except RecursionError:
         raise InvalidNotebook("the file is JSON nested too deeply to be a notebook") from None
     except (UnicodeDecodeError, ValueError) as error:
         raise InvalidNotebook(f"the file is not valid JSON, so it is not a notebook ({error})") from None
+    _check_cell_count(data)
+    _clear_outputs(data)
+    if not small:
+        _check_size(data, max_bytes)
+    return _notebook(data), digest
+
+
+def _check_cell_count(data):
+    cells = data.get("cells") if isinstance(data, dict) else None
+    if isinstance(cells, list) and len(cells) > MAX_CELLS:
+        raise InvalidNotebook(f"the notebook has {len(cells):,} cells, more than the {MAX_CELLS:,} the grader reads"
+                              ": delete the cells you added to try things out, keep your answers, and submit again")
+
+
+def _clear_outputs(data):
+    """What grading never uses, out of the parsed JSON (as Jupyter's Clear Output does)."""
+    cells = data.get("cells") if isinstance(data, dict) else None
+    for cell in cells if isinstance(cells, list) else ():
+        if isinstance(cell, dict):
+            if cell.get("cell_type") == "code":
+                cell["outputs"], cell["execution_count"] = [], None
+            cell.pop("attachments", None)
+
+
+def _check_size(data, max_bytes):
+    """InvalidNotebook when the notebook without outputs is still over `max_bytes`."""
+    try:
+        size = len(json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass"))
+    except (RecursionError, ValueError):  # nested too deeply to write back: not a notebook either
+        size = max_bytes + 1
+    if size > max_bytes:
+        raise InvalidNotebook(f"the notebook is {size / 2**20:.0f} MB even without its outputs, over the"
+                              f" {max_bytes / 2**20:g} MB limit on what the grader runs (remove large data pasted"
+                              " into cells, or ask your instructor; then resubmit)")
+
+
+def _notebook(data):
+    """The parsed JSON as a validated nbformat-4 notebook, or InvalidNotebook."""
     if not isinstance(data, dict) or "cells" not in data and "worksheets" not in data:
         raise InvalidNotebook("the file is JSON but not a Jupyter notebook")
     major = data.get("nbformat")
     if not isinstance(major, int) or major < 4:
         raise InvalidNotebook(f"the notebook uses format version {visible(major, 40)}; please save it with a"
                               " current Jupyter")
-    cells = data.get("cells")
-    if isinstance(cells, list) and len(cells) > MAX_CELLS:
-        raise InvalidNotebook(f"the notebook has {len(cells):,} cells, more than the {MAX_CELLS:,} the grader reads"
-                              ": delete the cells you added to try things out, keep your answers, and submit again")
     try:
-        # nbformat.reads() would validate as well, only to log what it finds; once is enough.
-        notebook = nbformat.convert(nbformat.reader.reads(text), 4)  # joins multi-line sources
+        # nbformat.reads() would parse the text again and validate, only to log what it finds.
+        notebook = nbformat.convert(_from_dict(data), 4)  # joins multi-line sources
         nbformat.validate(notebook)
     except nbformat.ValidationError as error:
         message = str(error.message if hasattr(error, "message") else error).splitlines()[0]
         raise InvalidNotebook(f"the notebook is damaged: {message[:200]}") from None
     except (Exception, RecursionError) as error:  # anything else nbformat rejects
         raise InvalidNotebook(f"the notebook is damaged ({type(error).__name__})") from None
-    return notebook, hashlib.sha256(raw).hexdigest()
+    return notebook
+
+
+def _from_dict(data):
+    """What nbformat.reader.reads() makes of the parsed JSON `data`."""
+    major, minor = nbformat.reader.get_version(data)
+    if major not in nbformat.versions:
+        raise nbformat.NBFormatError(f"Unsupported nbformat version {major}")
+    try:
+        return nbformat.versions[major].to_notebook_json(data, minor=minor)
+    except AttributeError as error:
+        raise nbformat.ValidationError(f"The notebook is invalid and is missing an expected key: {error}") from None
 
 
 # -- restoring locked cells ------------------------------------------------------------

@@ -18,7 +18,8 @@ from autograder.record import GRADED, INVALID, CellError, CellScore, CheckOutcom
 from autograder.grading.sandbox import NoSandbox
 from autograder.checks.rootcause import missing_because_crashed, one_cause_per_cell, root_cause_once
 from autograder.grading.selfcheck import PoisonedInterpreter
-from autograder.grading.notebook import InvalidNotebook, Sanitized, grade_cells, read_notebook, sanitize, sha256
+from autograder.grading.notebook import (MAX_NOTEBOOK_BYTES, InvalidNotebook, Sanitized, grade_cells, read_notebook,
+                                         sanitize, sha256)
 
 FAILED_CELLS_SHOWN = 5
 REUSABLE = "ran every cell and answered every check, in a sandbox found clean afterwards"
@@ -34,6 +35,7 @@ class BatchSpec:
     limits: dict = field(default_factory=dict)
     keep_notebook: bool = False  # hand each result's sanitized notebook back (result.graded_notebook)
     isolation: str = "bubblewrap"  # or "none": no sandbox here and the TA passed --unsafe-no-sandbox
+    max_notebook_bytes: int = MAX_NOTEBOOK_BYTES  # a notebook's size without outputs (see notebook.py)
 
 
 class GradingWorker:
@@ -121,7 +123,7 @@ class GradingWorker:
             except OSError as error:
                 return self.invalid_result(base, f"the file could not be read ({error.strerror})", started)
             try:
-                clean = sanitize(read_notebook(submission.path), self.source, self.release)
+                clean = sanitize(read_notebook(submission.path, spec.max_notebook_bytes), self.source, self.release)
             except InvalidNotebook as error:
                 return self.invalid_result(base, str(error), started)
         base["timings"] = {"read_and_sanitize": round(time.perf_counter() - started, 4)}

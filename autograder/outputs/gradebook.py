@@ -76,11 +76,13 @@ class GradebookSync:
         _ensure_assignment(self.gradebook, db_url, course, self.assignment)
         self.known = {}  # student -> {grade cell: auto score}, for students whose notebook is in
         self.submitted = {}  # student -> id of their submission row, with or without its notebook
+        self.penalties = {}  # student -> the late penalty on their notebook (None: none), where it is in
         for submission in self.gradebook.assignment_submissions(self.assignment):
             self.submitted[submission.student.id] = submission.id
             if submission.notebooks:
                 graded = next((n for n in submission.notebooks if n.name == self.assignment), submission.notebooks[0])
                 self.known[submission.student.id] = {g.name: g.auto_score for g in graded.grades}
+                self.penalties[submission.student.id] = graded.late_submission_penalty or None
         self.layout = None  # assignment_layout(), once a new student needs it
         self.failed = {}  # student -> why their result is not in the gradebook (see write)
 
@@ -116,12 +118,12 @@ class GradebookSync:
         return failed
 
     def _commit(self, results):
-        known, submitted = dict(self.known), dict(self.submitted)  # their values are replaced, never changed
-        try:
+        known, submitted, penalties = dict(self.known), dict(self.submitted), dict(self.penalties)
+        try:  # (their values are replaced, never changed)
             with _quiet(), _one_commit(self.gradebook.db):
                 self._write(results)
-        except BaseException:
-            self.known, self.submitted = known, submitted  # rolled back: not in the gradebook after all
+        except BaseException:  # rolled back: not in the gradebook after all
+            self.known, self.submitted, self.penalties = known, submitted, penalties
             raise
 
     def _write(self, results):
@@ -131,8 +133,10 @@ class GradebookSync:
             if not result.finished:
                 continue
             student, scores = result.student_id, result.scores
+            # The penalty is compared too: a late policy changed or removed since (a penalty now
+            # 0) must reach nbgrader's gradebook, as it reaches grades.csv.
             if student in self.known and all(self.known[student].get(n) == v for n, v in scores.items()) \
-                    and not result.late_penalty and not result.submitted_at:
+                    and (result.late_penalty or None) == self.penalties.get(student) and not result.submitted_at:
                 continue
             if student not in self.known:
                 new[student] = result  # (one student twice in one call: the last result counts)
@@ -149,12 +153,14 @@ class GradebookSync:
                     elif grade.manual_score is None:
                         grade.needs_manual_grade = True  # a written answer for formgrader
             self.known[student] = {**self.known[student], **scores}
+            self.penalties[student] = result.late_penalty or None
         if new:
             if self.layout is None:  # read once: the assignment's cells do not change during a batch
                 self.layout = assignment_layout(gradebook, assignment)
             self.submitted.update(_add_graded_submissions(gradebook, self.layout, new.values(), self.submitted))
             for student, result in new.items():
                 self.known[student] = dict(result.scores)
+                self.penalties[student] = result.late_penalty or None
         gradebook.db.commit()
 
     def close(self):

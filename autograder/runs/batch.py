@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from autograder.course import CourseError
 from autograder.grading.notebook import grade_cells, sha256
 from autograder.outputs.autograded import AutogradedNotebooks
 from autograder.outputs.base import brief
@@ -23,7 +24,9 @@ from autograder.runs.intake import discover
 @dataclass
 class BatchReport:
     graded: list = field(default_factory=list)  # record.Result graded in this run
-    skipped: int = 0  # already graded by an earlier run
+    skipped: int = 0  # already graded by an earlier run, with the same checks and settings
+    regraded: int = 0  # graded again: their earlier result was made with other checks, settings or grader
+    late_updated: list = field(default_factory=list)  # kept results whose late penalty changed, as recorded
     results: list = field(default_factory=list)  # every finished result: this run's and the folder's
     seconds: float = 0.0
     out_dir: Path = None
@@ -44,6 +47,11 @@ class BatchOptions:
     unsafe_no_sandbox: bool = False
     submitted_at: dict = None  # {student: time}, for the late policy
     roster: dict = None  # {student: row}, for extensions
+    max_notebook_mb: float = None  # the limit on a notebook without its outputs (default: notebook.py's)
+
+    def __post_init__(self):
+        if self.max_notebook_mb is not None and not 0 < self.max_notebook_mb < 2**20:
+            raise CourseError(f"the notebook size limit is a number of MB above 0, not {self.max_notebook_mb}")
 
 
 def standard_outputs(assignment, folder):
@@ -65,12 +73,9 @@ def grade_batch(assignment, paths, outputs=None, out_dir=None, scheduler=None, o
     from autograder.grading.scheduler import LocalScheduler
     from autograder.grading.selfcheck import verify
     from autograder.runs.identical import IdenticalAnswers
-    from autograder.runs.late import LatePolicy, LateWork
 
     options, started = BatchOptions(**options), time.perf_counter()
-    late = LateWork(LatePolicy.from_settings(assignment.late_settings,
-                                             f"{assignment.folder / 'assignment.toml'} [late]"),
-                    options.submitted_at, options.roster)  # a bad policy stops here, before anything runs
+    late = _late_work(assignment, options)  # a bad policy stops here, before anything runs
     assignment.builds_on  # so does a bad [builds_on] table
     scheduler = scheduler or LocalScheduler(options.jobs)
     isolation = scheduler.require_sandbox(options.unsafe_no_sandbox)  # a cluster asks each worker
@@ -78,14 +83,15 @@ def grade_batch(assignment, paths, outputs=None, out_dir=None, scheduler=None, o
     folder = graded_folder(assignment, out_dir).make()
     outputs = standard_outputs(assignment, folder) if outputs is None else list(outputs)
     submissions = discover(paths, assignment.name)
-    todo = [s for s in submissions if options.force or not _is_done(folder, s)]
     spec = _spec(assignment, folder, options, isolation, keep_notebook=any(o.needs_notebook for o in outputs))
-    report = BatchReport(skipped=len(submissions) - len(todo), out_dir=folder.root,
-                         problems=[*((s.student_id, s.renamed) for s in submissions if s.renamed),
-                                   *late.unreadable(submissions)])
-    clock = _Clock(report.phases)
     identical = IdenticalAnswers(assignment, spec, folder, read_source(assignment), read_release(assignment),
                                  use_cache=not options.force)
+    clock = _Clock({})
+    todo, kept, stale = _split(submissions, folder, identical, late, options.force)
+    clock("checking earlier results")
+    report = BatchReport(skipped=len(kept), regraded=stale, out_dir=folder.root, phases=clock.phases,
+                         problems=[*((s.student_id, s.renamed) for s in submissions if s.renamed),
+                                   *late.unreadable(submissions)])
     record = _Recorder(outputs, late, {s.student_id: s.renamed for s in submissions if s.renamed}, report, on_result)
     if todo and hasattr(scheduler, "start"):
         scheduler.start(spec, len(todo))  # its workers and sandboxes warm up while this process reads
@@ -97,13 +103,44 @@ def grade_batch(assignment, paths, outputs=None, out_dir=None, scheduler=None, o
         clock("grading the rest")
     record.copies(identical.take_ready())  # when nothing had to run
     record.copies(identical.unanswered(spec))
+    record.kept(kept)  # after the workers started: the gradebook's thread must not be forked
     clock("stopping the workers")
-    report.results = _every_result(folder, [r for r in report.graded if r.student_id not in record.unrecorded])
+    report.results = _every_result(folder, [r for r in [*report.graded, *report.late_updated]
+                                            if r.student_id not in record.unrecorded])
     folder.record_wall_time(time.perf_counter() - started)
     record.finish(report.results, clock)
     report.changes = [change for output in outputs for change in getattr(output, "changes", [])]
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _late_work(assignment, options):
+    from autograder.runs.late import LatePolicy, LateWork
+
+    where = f"{assignment.folder / 'assignment.toml'} [late]"
+    return LateWork(LatePolicy.from_settings(assignment.late_settings, where), options.submitted_at, options.roster)
+
+
+def _split(submissions, folder, identical, late, force):
+    """(submissions to grade, [earlier results kept], how many of those to grade have an earlier
+    result of the same file that is not current).
+
+    A result made with other checks, weights, settings, solutions or grader is graded again by
+    default, not kept and named: a stale grade shown as current is the worst thing a grader can
+    do (the TA has no reason to doubt it, the student no way to know), and identical answers
+    are run once, so a regrade of a class costs a run per distinct answer (see identical.py).
+    A result of another seed is kept (the folder's seed is the TA's choice; --force draws again)."""
+    todo, kept, stale = [], [], 0
+    for submission in submissions:
+        earlier = _earlier_result(folder, submission)
+        if earlier is not None:
+            late.remember(earlier)  # the submission time it recorded, for the penalty now
+            if not force and identical.current(submission, earlier):
+                kept.append(earlier)
+                continue
+            stale += not force
+        todo.append(submission)
+    return todo, kept, stale
 
 
 class _Recorder:
@@ -115,7 +152,9 @@ class _Recorder:
         self.outputs, self.late, self.renamed, self.report, self.on_result = outputs, late, renamed, report, on_result
         self.unrecorded = set()  # students whose result file could not be written: no output shows their grade
 
-    def __call__(self, result, notebook=None):
+    def __call__(self, result, notebook=None, graded=True):
+        """Record `result` (as graded, before the late policy) in every output; `graded`: False
+        for an earlier run's result recorded again (see `kept`), which this run did not grade."""
         notebook = notebook if notebook is not None else result.graded_notebook
         result.graded_notebook = None  # never kept by the raw result identical answers copy from
         try:
@@ -129,9 +168,25 @@ class _Recorder:
             result.graded_notebook = notebook
             self._add(result)
             result.graded_notebook = None  # written: a class's notebooks are not held to the end
+        if not graded:
+            self.report.late_updated.append(result)
+            return
         self.report.graded.append(result)
         if self.on_result:
             self.on_result(result)
+
+    def kept(self, results):
+        """Earlier runs' results this run keeps: each recorded again, in every output, where the
+        late policy, the submission time or an extension now gives it another penalty."""
+        for recorded in results:
+            try:
+                raw = self.late.refresh(recorded)
+            except Exception as error:  # noqa: BLE001
+                self.report.problems.append((recorded.student_id, f"the late policy could not be applied again"
+                                                                  f" ({brief(error)}); its earlier penalty stands"))
+                continue
+            if raw is not None:
+                self(raw, graded=False)
 
     def _add(self, result):
         for output in self.outputs:
@@ -183,7 +238,11 @@ def _spec(assignment, folder, options, isolation, keep_notebook):
     return BatchSpec(assignment=assignment.name, course=str(assignment.course.root),
                      seed=folder.seed(options.seed, options.force),
                      limits={**assignment.limits, **(options.limits or {})}, isolation=isolation,
-                     keep_notebook=keep_notebook)
+                     keep_notebook=keep_notebook, **_notebook_limit(options.max_notebook_mb))
+
+
+def _notebook_limit(megabytes):
+    return {} if megabytes is None else {"max_notebook_bytes": int(megabytes * 2**20)}
 
 
 def _every_result(folder, graded):
@@ -231,9 +290,11 @@ class _Clock:
         self.last = now
 
 
-def _is_done(folder, submission):
+def _earlier_result(folder, submission):
+    """The folder's finished result for this very file (a changed notebook is graded again), or None."""
     try:
         submission.sha256 = sha256(submission.path)
     except OSError:
-        return False
-    return folder.already_graded(submission.student_id, submission.sha256)
+        return None
+    result = folder.result(submission.student_id)
+    return result if result is not None and result.finished and result.notebook_sha256 == submission.sha256 else None

@@ -19,13 +19,19 @@ in a sandbox found clean afterwards) is kept: one whose process died, was killed
 timed out may have ended for reasons outside the student's code (a sandbox fault, a
 machine under load), so the next batch runs those answers again. Changing a check, the
 solutions, the seed or the grader changes every key, so nothing stale is reused.
+
+The same key tells a rerun whether a student's earlier result of the same file is still
+current (`current`): one made with other checks, settings or grader is graded again.
+`.answers/<key>.made` holds what each key was made with but the answers and the seed (the
+bundle, limits and isolation), so a rerun that changed nothing reads no notebook again.
 """
 import hashlib
 import json
 
+from autograder.course import write_atomically
 from autograder.grading.bundle import bundle_hash
 from autograder.grading.notebook import InvalidNotebook, read_notebook_and_sha, sanitize
-from autograder.record import GRADED, read_result, write_result
+from autograder.record import GRADED, INVALID, read_result, write_result
 
 class IdenticalAnswers:
     """Splits a batch into submissions to run and results to copy (see the module's doc)."""
@@ -35,24 +41,49 @@ class IdenticalAnswers:
         self.cache = folder.answers  # a GradedFolder's .answers/
         self.use_cache = use_cache
         self.bundle = bundle_hash(assignment)
+        self.made_with = _hash({"bundle": self.bundle, "limits": spec.limits, "isolation": spec.isolation})
         self.leaders = {}  # key -> the student id being run for it
         self.followers = {}  # key -> [(submission, sanitized notebook, sha)] waiting for the leader
         self.ready = []  # (result, sanitized notebook) reused from the cache
         self.keys = {}  # student id -> key, for the submissions that are run
         self.done = {}  # key -> the leader's result, once it is in
 
-    def key(self, submission):
+    def key(self, submission, seed=None):
         """(answers key, Sanitized, the file's SHA-256), or (None, None, None) for a file that
-        cannot be read: such a file is graded (as invalid) on its own."""
+        cannot be read: such a file is graded (as invalid) on its own. `seed`: another seed
+        than the batch's (that of an earlier result, see `current`)."""
         try:
-            notebook, sha = read_notebook_and_sha(submission.path)
+            notebook, sha = read_notebook_and_sha(submission.path, self.spec.max_notebook_bytes)
             clean = sanitize(notebook, self.source, self.release)
         except (InvalidNotebook, OSError):
             return None, None, None
-        what = {"bundle": self.bundle, "seed": self.spec.seed, "limits": self.spec.limits,
+        seed = self.spec.seed if seed is None else seed
+        what = {"bundle": self.bundle, "seed": seed, "limits": self.spec.limits,
                 "isolation": self.spec.isolation, "cells": clean.cells, "tampering": clean.tampering,
                 "ignored": list(submission.ignored)}
-        return hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest(), clean, sha
+        return _hash(what), clean, sha
+
+    def current(self, submission, result):
+        """Whether `result`, an earlier run's for this very file, is what this batch would make of
+        it: made with these checks, settings, solutions, grader, limits and isolation. Its seed
+        may differ: the seed is the graded folder's, chosen by the TA (--seed), and results of
+        an earlier one stay until --force. An invalid result stands while the file still cannot
+        be read (a raised --max-notebook-mb may make it readable: then it is graded)."""
+        made_with = self._made_with(result.answers_key)
+        if made_with is not None:  # the same file, so the same answers: what judged them decides
+            return made_with == self.made_with
+        key = self.key(submission, seed=result.seed)[0]
+        if key is None:
+            return result.status == INVALID
+        return key == result.answers_key
+
+    def _made_with(self, key):
+        if not (len(key) == 64 and all(c in "0123456789abcdef" for c in key)):
+            return None
+        try:
+            return (self.cache / f"{key}.made").read_text()
+        except (OSError, UnicodeDecodeError):
+            return None
 
     def to_run(self, submissions):
         """The submissions that must run, lazily; the others wait in `followers` or `ready`."""
@@ -89,6 +120,11 @@ class IdenticalAnswers:
             return []
         result.answers_key = key
         self.done[key] = result
+        if not (self.cache / f"{key}.made").exists():
+            try:
+                write_atomically(self.cache / f"{key}.made", self.made_with)
+            except OSError:  # the next run reads the notebook again to know
+                pass
         if result.status == GRADED and result.reusable:
             write_result(None, result, self.cache / f"{key}.json")
         # An ERROR (the grader's fault) is copied too: like it, the copies are retried next run.
@@ -103,3 +139,7 @@ class IdenticalAnswers:
         self.followers = {}
         return [(worker_failure(spec, submission, RuntimeError("its identical twin was not graded")), notebook)
                 for submission, notebook in left]
+
+
+def _hash(what):
+    return hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()

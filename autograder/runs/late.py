@@ -212,16 +212,26 @@ class LateWork:
     def __init__(self, policy, times=None, roster=None):
         self.policy, self.times, self.extensions = policy, dict(times or {}), extensions(roster)
         self.stamps = {}  # student id -> read_timestamp() of their notebook, read once
+        self.recorded = {}  # student id -> the time an earlier run recorded for the same file
+
+    def remember(self, earlier):
+        """An earlier run's result of the very file graded now: the submission time it recorded
+        still counts when this run is given none (a time a TA gave once, --submitted-at)."""
+        try:
+            if earlier.submitted_at:
+                self.recorded[earlier.student_id] = _strict_time(earlier.submitted_at)
+        except ValueError:
+            pass
 
     def submission_time(self, student, path):
-        """(time or None, why it is unreadable or "") of one student's submission."""
+        """(time or None, why it is unreadable or "") of one student's submission: the time
+        given for this run, else nbgrader's timestamp.txt, else one an earlier run recorded."""
         if self.times.get(student):
             return self.times[student], ""
-        if not path:
-            return None, ""
-        if student not in self.stamps:
+        if path and student not in self.stamps:
             self.stamps[student] = read_timestamp(path)
-        return self.stamps[student]
+        when, why = self.stamps.get(student, (None, ""))
+        return (self.recorded.get(student), "") if when is None and not why else (when, why)
 
     def unreadable(self, submissions):
         """[(student id, why)] for the submissions whose time cannot be read, when the
@@ -258,3 +268,37 @@ class LateWork:
                            f" ({result.score:g} before a late penalty of {copy.late_penalty:g}: {why})"
                            + (f"\n{rest}" if rest else ""))
         return copy
+
+    def refresh(self, recorded):
+        """For a result an earlier run recorded and this one keeps (the same file, graded alike):
+        the result as graded, without its penalty, to record again when the policy, the
+        submission time or the extensions now give another penalty; None when they give the
+        same. Late penalties always follow the current policy: a changed or removed [late]
+        table changes every student's on the next run."""
+        from autograder.record import GRADED
+
+        if recorded.status != GRADED:
+            return None
+        raw = without_penalty(recorded)
+        now = self.apply(raw)
+        if (now.score, now.late_penalty, now.late_note) == (recorded.score, recorded.late_penalty, recorded.late_note):
+            return None
+        return raw
+
+
+def without_penalty(result):
+    """`result` as it was graded, before a late policy: `result` itself when it has no late
+    penalty or note, else a copy with the raw score and the first line of its output as grading
+    wrote it. The submission time stays (the same file was handed in then)."""
+    from autograder.record import Result
+
+    if not (result.late_penalty or result.late_note):
+        return result
+    copy = Result.from_json(result.to_json())
+    copy.score, copy.late_penalty, copy.late_note = result.raw_score, 0.0, ""
+    if result.late_penalty:
+        _, _, rest = result.output.partition("\n")
+        first = f"{result.student_id}: {copy.score:g} / {result.max_score:g} points"
+        copy.output = first + (f"\n{rest}" if rest else "")
+    return copy
+
