@@ -5,8 +5,10 @@ Fixtures: `student` (the probe API), `reference` (the solutions namespace),
 check so hard-coded outputs cannot pass). Results are collected per check with
 a student-facing message, never a traceback or the check's code.
 """
+import contextlib
 import zlib
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 import torch
@@ -29,6 +31,7 @@ class CheckResult:
     named: bool = False  # its failure names the mistake (verdict.NamedMistake)
     diagnosis: bool = False  # the error model's diagnosis of the cell (checklib.diagnosis)
     after: tuple = ()  # checks (by function name) whose failure explains this one's; see `quiet_consequences`
+    crash: str = ""  # for the instructor, never the student: where and why it could not run (`crash_of`)
 
 
 def grade_id_of(item):
@@ -41,6 +44,9 @@ def message_of(excinfo):
     return bounded(_message_of(excinfo))
 
 
+COULD_NOT_RUN = "This check could not run"  # how a student's message about a crashed check starts
+
+
 def _message_of(excinfo):
     error = excinfo.value
     if excinfo.errisinstance(pytest.fail.Exception):
@@ -51,7 +57,27 @@ def _message_of(excinfo):
         return f"Your code failed: {text}" + (f" {hint}" if hint else "")
     if isinstance(error, AssertionError) and str(error):
         return str(error)
-    return f"This check could not run ({type(error).__name__}). Please tell your instructor."
+    return f"{COULD_NOT_RUN} ({type(error).__name__}). Please tell your instructor."
+
+
+def crashed(excinfo):
+    """Whether the check itself broke (a typo, a wrong call), rather than failing on the answer:
+    what the student reads then is only that it could not run (`_message_of`)."""
+    error = excinfo.value
+    return not (excinfo.errisinstance(pytest.fail.Exception) or isinstance(error, StudentError)
+                or (isinstance(error, AssertionError) and str(error)))
+
+
+def crash_of(item, excinfo, root):
+    """For the instructor: "<check file>:<line>: <exception>" of a check that broke, the line the
+    deepest one in the check's own folder (its file, or a helper next to it), the file relative to
+    the course folder `root`. Never shown to students: it may quote the check's code."""
+    folder = Path(str(item.path)).parent
+    own = [entry for entry in excinfo.traceback if Path(str(entry.path)).parent == folder]
+    path, line = (Path(str(own[-1].path)), own[-1].lineno + 1) if own else (Path(str(item.path)), "?")
+    with contextlib.suppress(ValueError):
+        path = path.relative_to(root)
+    return bounded(f"{path}:{line}: {excinfo.typename}: {excinfo.value}")
 
 
 def _short_repr(excinfo, style=None):
@@ -187,7 +213,14 @@ class GradingPlugin:
                 needs=tuple(fixed.args) if fixed else (),
                 after=tuple(after.args) if after else (),
                 named=bool(not report.passed and call.excinfo is not None and call.excinfo.errisinstance(NamedMistake)),
+                crash=self._crash(item, call, report),
             ))
+
+    def _crash(self, item, call, report):
+        """`crash_of` the check when it broke, else ""."""
+        if report.passed or call.excinfo is None or not crashed(call.excinfo):
+            return ""
+        return crash_of(item, call.excinfo, self.assignment.course.root)
 
     def _record_diagnosis(self, item, call, report):
         """A diagnosis is listed only when it names a mistake, first in its cell, for no points.
