@@ -54,13 +54,35 @@ def cmd_release(args):
 
 
 def cmd_validate(args):
-    from autograder.authoring.validate import validate
+    from autograder.authoring.validate import release_if_new, validate
 
     assignment = _assignment(args)
-    console.print(f"Grading the solutions, the release and the corpus of {args.assignment} ...")
     may_run_student_code(args.unsafe_no_sandbox)
+    released = release_if_new(assignment)
+    if released is not None:
+        console.print(f"{args.assignment} had no release yet: released it first, as `autograder release"
+                      f" {args.assignment}` does ({released}).", highlight=False)
+    console.print(f"Grading the solutions, the release and the corpus of {args.assignment} ...")
     report = validate(assignment, seed=args.seed, jobs=args.jobs, out_dir=args.out,
                       unsafe_no_sandbox=args.unsafe_no_sandbox)
+    _print_validation_table(args, report)
+    _print_validation_problems(report)
+    _print_release_warm_up(report.release_warm_up)
+    if not report.clean:
+        console.print("[red]Not clean.[/red] Each red line above is a check that misses a mistake, rejects a"
+                      " correct answer, crashes, or gives feedback that does not name the mistake; a cell that"
+                      " fails on the reference solutions; or a stale release; or the diagnoses are below the"
+                      " assignment's floor.")
+        return 1
+    console.print(f"Clean ({report.seconds:.0f} s): the release is up to date, the solutions pass (visible"
+                  " checks too), the release fails, every corpus mistake is caught (and named, where it was"
+                  " written for the corpus), every alternative gets full marks, and the diagnoses are above"
+                  " the assignment's floor.")
+    return 0
+
+
+def _print_validation_table(args, report):
+    """validate's table: per graded cell, its checks and what they catch."""
     table = Table(title=f"Hidden checks of {args.assignment} (seed {args.seed})")
     for column in ("grade cell", "checks", "pass on solutions", "fail on stubs", "mistakes caught",
                    "alternatives accepted", "checks that caught no mistake"):
@@ -75,9 +97,15 @@ def cmd_validate(args):
                   f"{sum(c.caught for c in cells)}/{sum(c.mistakes for c in cells)}",
                   f"{sum(c.accepted for c in cells)}/{sum(c.alternatives for c in cells)}", "")
     console.print(table)
+
+
+def _print_validation_problems(report):
+    """One red line per problem, then the error model's and the diagnoses' summaries."""
+    from rich.markup import escape
+
     for name, problems in report.problems.items():
-        for problem in problems:
-            console.print(f"[red]{name}[/red]: {problem}")
+        for problem in problems:  # may quote a traceback or a check's name with [brackets]: never markup
+            console.print(f"[red]{escape(name)}[/red]: {escape(problem)}", highlight=False)
     model = report.error_model
     if model is not None and model.mutants:
         console.print(f"Error model: {model.mutants} known mistakes, each seen by its exercise's probe and named as"
@@ -95,16 +123,6 @@ def cmd_validate(args):
         for name, found in report.diagnoses.items():
             for problem in found:
                 console.print(f"  [yellow]{name}[/yellow]: {problem}", highlight=False)
-    _print_release_warm_up(report.release_warm_up)
-    if not report.clean:
-        console.print("[red]Not clean.[/red] Each red line above is a check that misses a mistake, rejects a"
-                      " correct answer, or gives feedback that does not name the mistake; or the diagnoses"
-                      " are below the assignment's floor.")
-        return 1
-    console.print(f"Clean ({report.seconds:.0f} s): the solutions pass, the release fails, every corpus"
-                  " mistake is caught (and named, where it was written for the corpus), every alternative"
-                  " gets full marks, and the diagnoses are above the assignment's floor.")
-    return 0
 
 
 def _print_release_warm_up(what):

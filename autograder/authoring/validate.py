@@ -10,9 +10,15 @@ It also scores the diagnoses as a student reads them (`corpus.diagnose`): the
 fraction of mistakes named with nothing misleading, and what the others read. The
 assignment's `[validate] diagnoses_named_min` (default 0.9) is the floor below
 which validation is not clean.
+
+It also catches what every student would hit: a cell of the reference solutions'
+notebook that raises (a visible check that fails on right answers), committed source/
+or release/ notebooks that `autograder release` would now write differently, and a
+hidden check that breaks (named by file and line, which students never see).
 """
 import contextlib
 import io
+import json
 import os
 import tempfile
 from dataclasses import dataclass, field
@@ -22,6 +28,7 @@ import nbformat
 
 from autograder.authoring.errorcheck import check_error_model
 from autograder.authoring.corpus import SOLUTIONS, STUBS, check_outcomes, diagnose, judge, load, write_submissions
+from autograder.checks.plugin import COULD_NOT_RUN
 from autograder.course import copy_assignment
 from autograder.course.settings import ValidateSettings
 from autograder.record import GRADED
@@ -84,11 +91,65 @@ class Validation:
 
 def validate(assignment, seed=0, jobs=None, out_dir=None, only=None, unsafe_no_sandbox=False):
     """Grade solutions, stubs and corpus with `seed`; results go to `out_dir` (default: a temporary folder)."""
+    stale = stale_files(assignment)
     with tempfile.TemporaryDirectory(prefix="autograder-validate-") as scratch:
         validation = grade_corpus(assignment, Path(scratch) / "corpus", seed, jobs,
                                   out_dir or Path(scratch) / "graded", only, unsafe_no_sandbox)
+    if stale:
+        validation.problems["release"] = stale
     validation.release_warm_up = release_warm_up(assignment, unsafe_no_sandbox)
     return validation
+
+
+def release_if_new(assignment):
+    """Release an assignment that has no source or release notebook yet, as `autograder release`
+    does; the release notebook's path, or None when it was released already (stale or not:
+    `stale_files` says, since students may already have that release)."""
+    from autograder.authoring.build import write_source
+    from autograder.authoring.nbgrader_steps import generate_assignment
+
+    if assignment.source_notebook.is_file() and assignment.release_notebook.is_file():
+        return None
+    write_source(assignment)
+    return generate_assignment(assignment)
+
+
+def stale_files(assignment):
+    """What `autograder release` would now write differently from the committed notebooks:
+    one line per stale file (relative to the course), or why it cannot release at all. Built
+    in a scratch copy, without a gradebook: the course itself is not touched."""
+    from autograder.authoring.build import ExerciseError, write_source
+    from autograder.authoring.nbgrader_steps import NbgraderFailed, run_nbgrader
+
+    with tempfile.TemporaryDirectory(prefix="autograder-validate-") as scratch:
+        copy = copy_assignment(assignment, Path(scratch) / "course", grading_only=True)
+        try:
+            write_source(copy)
+            run_nbgrader(copy.course.root, "generate_assignment", copy.name, "--force", "--no-db")
+        except (ExerciseError, NbgraderFailed) as error:
+            return [f"`autograder release {assignment.name}` fails: {error}"]
+        pairs = [(assignment.source_notebook, copy.source_notebook),
+                 (assignment.release_notebook, copy.release_notebook)]
+        stale = [mine for mine, fresh in pairs if _cells(mine) != _cells(fresh)]
+    root, name = assignment.course.root, assignment.name
+    return [f"{_relative(path, root)} is stale against {_relative(assignment.notebook_text, root)} and"
+            f" {_relative(assignment.solutions, root)}: run `autograder release {name}`" for path in stale]
+
+
+def _cells(path):
+    """What a notebook's cells are made of (type, source, metadata); None when it cannot be read."""
+    try:
+        cells = nbformat.read(path, as_version=4).cells
+    except (OSError, ValueError):  # missing, or not a notebook
+        return None
+    return [(cell.cell_type, cell.source, json.dumps(cell.metadata, sort_keys=True)) for cell in cells]
+
+
+def _relative(path, root):
+    try:
+        return str(Path(path).relative_to(root))
+    except ValueError:
+        return str(path)
 
 
 def release_warm_up(assignment, unsafe_no_sandbox=False):
@@ -133,13 +194,91 @@ def grade_corpus(assignment, folder, seed, jobs, out_dir, only=None, unsafe_no_s
         report = grade_batch(copy, paths, [ResultFiles(graded)], out_dir=graded,
                              jobs=jobs or os.cpu_count() or 1, force=True, seed=seed,
                              unsafe_no_sandbox=unsafe_no_sandbox)
-    results = {r.student_id: r for r in report.results}
+        results = {r.student_id: r for r in report.results}
+        crashes = locate_crashes(copy, folder, results, seed, unsafe_no_sandbox)
+        on_reference = reference_cell_errors(read_source(copy), results.get(SOLUTIONS))
     validation = summarize(assignment.name, seed, cells, entries, results, report.seconds, assignment.builds_on)
+    if on_reference:
+        validation.problems.setdefault(SOLUTIONS, []).extend(on_reference)
+    if crashes:
+        validation.problems["hidden checks"] = crashes
     validation.diagnoses_min = float(assignment.config.validate.diagnoses_named_min)
     validation.error_model = check_error_model(assignment)
     if validation.error_model.problems:
         validation.problems["error model"] = validation.error_model.problems
     return validation
+
+
+def reference_cell_errors(source, solved):
+    """What a student with every answer right would see fail in the notebook: one line per cell
+    of the reference solutions' notebook that raised (a visible check that fails on right answers,
+    or given code that does not run), from the graded result's cell report."""
+    if solved is None:
+        return []
+    visible = {meta["grade_id"] for cell in source.cells if cell.cell_type == "code"
+               and (meta := cell.metadata.get("nbgrader", {})).get("locked")
+               and not meta.get("grade") and not meta.get("solution")}
+    return [f"the visible check in cell {error.cell} fails on the reference solutions: {_exception(error.error)}"
+            if error.cell in visible else
+            f"cell {error.cell} raises on the reference solutions: {_exception(error.error)}"
+            for error in solved.cell_errors]
+
+
+def _exception(traceback_text, limit=300):
+    """The exception of a cell's traceback text (what follows its last frame), on one line."""
+    lines = traceback_text.rstrip().splitlines()
+    frames = [i for i, line in enumerate(lines) if line.startswith("  File ")]
+    start = frames[-1] + 1 if frames else 0
+    while frames and start < len(lines) and lines[start].startswith("    "):  # the frame's code, its carets
+        start += 1
+    text = " ".join(line.strip() for line in lines[start:] if line.strip()) or traceback_text.strip()
+    return text if len(text) <= limit else text[:limit] + " ..."
+
+
+def locate_crashes(assignment, folder, results, seed, unsafe_no_sandbox=False):
+    """Where each hidden check that could not run broke (plugin.crash_of: file, line, exception),
+    one line each. Students only read that it could not run, so the result files do not say
+    where: the first submission it broke on is run again in a sandbox, its checks in this process."""
+    from autograder.checks.runner import ChecksBroken
+    from autograder.grading.sandbox import SandboxBroken
+    from autograder.grading.submission import assignment_sandbox
+
+    first = {}  # (graded cell, check) -> the first submission it could not run on, the solutions first
+    for name, result in sorted(results.items(), key=lambda item: item[0] != SOLUTIONS):
+        for cell in result.cells:
+            for check in cell.checks:
+                if check.message.startswith(COULD_NOT_RUN):
+                    first.setdefault((cell.name, check.name), name)
+    if not first:
+        return []
+    found, box = {}, assignment_sandbox(assignment, assignment.limits, unsafe_no_sandbox)
+    try:
+        for name in dict.fromkeys(first.values()):
+            try:
+                for cell, check in _crashes_on(assignment, box, folder / f"{name}.ipynb", seed):
+                    found.setdefault(check.crash, f"{check.crash} (check {cell} {check.name}, on {name})")
+            except (SandboxBroken, ChecksBroken) as error:
+                checks = ", ".join(f"{cell} {check}" for (cell, check), on in first.items() if on == name)
+                found[name] = f"{checks} could not run on {name}; where they broke is not known ({error})"
+    finally:
+        box.close()
+    return list(found.values())
+
+
+def _crashes_on(assignment, box, path, seed):
+    """(graded cell, CheckResult) of every check that broke on the submission at `path`."""
+    from autograder.checks.runner import run_checks
+    from autograder.grading.notebook import read_notebook, sanitize
+    from autograder.grading.sandbox import SandboxStudent
+
+    clean = sanitize(read_notebook(path), nbformat.read(assignment.source_notebook, as_version=4),
+                     nbformat.read(assignment.release_notebook, as_version=4))
+    try:
+        box.run(clean.cells, seed=seed)
+        checks = run_checks(assignment, SandboxStudent(box), seed=seed)
+    finally:
+        box.finish()
+    return [(cell, check) for cell, result in checks.items() for check in result.checks if check.crash]
 
 
 def summarize(assignment, seed, cells, entries, results, seconds, builds_on=None):
