@@ -88,8 +88,6 @@ def test_validation_is_clean_with_every_seed(corpus_runs, assignment):
             assert cell.caught == cell.mistakes and cell.accepted == cell.alternatives, (label, cell)
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("assignment", ASSIGNMENTS)
 def pages_of(results_folder, assignment, target):
     """{file name: bytes} of grades.csv and the feedback pages made from the results in `results_folder`."""
     from autograder.grading.notebook import grade_cells
@@ -105,6 +103,8 @@ def pages_of(results_folder, assignment, target):
     return {path.name: path.read_bytes() for path in [folder.grades_csv, *sorted(folder.feedback.glob("*.html"))]}
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
 def test_same_seed_gives_identical_result_files(corpus_runs, assignment):
     runs = corpus_runs(assignment)
     (_, first), (_, second) = runs["0"], runs["0-again"]
