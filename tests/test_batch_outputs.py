@@ -40,11 +40,6 @@ class Broken(Output):
         raise RuntimeError("the disk is gone")
 
 
-@pytest.fixture
-def course(tmp_path):
-    return new_course(tmp_path)
-
-
 def test_only_the_outputs_asked_for_are_written(course, tmp_path):
     hand_in(tmp_path / "in", {"a1": "ada", "b1": "dee"})
     collected = Collected()

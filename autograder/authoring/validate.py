@@ -16,8 +16,6 @@ notebook that raises (a visible check that fails on right answers), committed so
 or release/ notebooks that `autograder release` would now write differently, and a
 hidden check that breaks (named by file and line, which students never see).
 """
-import contextlib
-import io
 import json
 import os
 import tempfile
@@ -32,20 +30,6 @@ from autograder.checks.plugin import COULD_NOT_RUN
 from autograder.course import copy_assignment
 from autograder.course.settings import ValidateSettings
 from autograder.record import GRADED
-
-
-def release_namespace(assignment):
-    """Run the release notebook's code cells in order, past errors: an untouched submission."""
-    nb = nbformat.read(assignment.release_notebook, as_version=4)
-    namespace = {"__name__": "__main__"}
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        for cell in nb.cells:
-            if cell.cell_type == "code":
-                try:
-                    exec(compile(cell.source, f"<{cell.get('id', 'cell')}>", "exec"), namespace)
-                except Exception:
-                    pass
-    return namespace
 
 
 DIAGNOSES_MIN = ValidateSettings.diagnoses_named_min  # asked of every assignment; one may set a floor of its own
