@@ -620,3 +620,24 @@ def test_agent_folders_nobody_holds_are_swept_and_a_held_one_is_kept(tmp_path, m
         assert not stale.exists() and held.exists() and young.exists()
     finally:
         os.close(lock)
+
+
+def test_the_last_sandbox_to_close_removes_its_agent_folder_and_a_held_one_stays(tmp_path, monkeypatch):
+    """A run leaves no agent folder behind: each sandbox removes its folder when it closes,
+    unless another sandbox still runs on it; a sandbox started again makes it anew."""
+    from autograder.grading import sandbox as sandbox_module
+
+    monkeypatch.setattr(sandbox_module, "shared_temp_dir", lambda: tmp_path)
+    first, second = Sandbox(0, extra_files={"settings.json": b"{}"}), Sandbox(1, extra_files={"settings.json": b"{}"})
+    first.prepare()
+    second.prepare()
+    folder = first.agent
+    assert second.agent == folder and folder.is_dir()  # one folder per version, shared
+    first.close()
+    assert folder.is_dir()  # the second sandbox still holds it
+    second.close()
+    assert not folder.exists() and list(tmp_path.glob("autograder-agent-*")) == []
+    first.prepare()  # started again: made again
+    assert first.agent.is_dir() and first.agent_lock is not None
+    first.close()
+    assert list(tmp_path.glob("autograder-agent-*")) == []

@@ -214,26 +214,37 @@ def hold_agent_dir(folder):
 
 
 def _sweep_agent_dirs(keep):
-    """Remove this user's agent folders that no sandbox holds (older versions of the code,
-    other assignments' settings, runs that were killed): each version used to stay in the
-    temporary folder for good, one more with every change of the sandbox's code or settings."""
-    import fcntl
-
+    """Remove this user's agent folders that no sandbox holds and that are older than the grace
+    (older versions of the code, other assignments' settings, runs that were killed): each
+    version used to stay in the temporary folder for good. A sandbox that closes removes its
+    own folder (see `Sandbox.close`); this finds what a killed run could not."""
     for folder in keep.parent.glob(f"autograder-agent-{os.geteuid()}-*"):
         try:
-            info = folder.lstat()
-            if folder == keep or info.st_uid != os.geteuid() or time.time() - info.st_mtime < AGENT_DIR_GRACE:
+            if folder == keep or time.time() - folder.lstat().st_mtime < AGENT_DIR_GRACE:
                 continue
-            fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
         except OSError:
             continue
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # nobody holds it: nobody runs on it
-            shutil.rmtree(folder, ignore_errors=True)
-        except OSError:
-            pass
-        finally:
-            os.close(fd)
+        remove_if_unheld(folder)
+
+
+def remove_if_unheld(folder):
+    """Remove the agent folder `folder` if it is ours and no sandbox holds it (a sandbox that
+    finds its folder gone under it makes it again: see `Sandbox.prepare`)."""
+    import fcntl
+
+    try:
+        if Path(folder).lstat().st_uid != os.geteuid():
+            return
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # nobody holds it: nobody runs on it
+        shutil.rmtree(folder, ignore_errors=True)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def _trusted_copy(folder, sources):
@@ -550,10 +561,15 @@ class Sandbox:
             self._release_agent()
             self.agent = None
 
-    def _release_agent(self):
+    def _release_agent(self, remove=False):
+        """Let go of the agent folder; with `remove`, delete it too unless another sandbox holds it
+        (the last sandbox of a run leaves nothing in the temporary folder)."""
         if self.agent_lock is not None:
             os.close(self.agent_lock)
             self.agent_lock = None
+        if remove and self.agent is not None:
+            remove_if_unheld(self.agent)
+            self.agent = None
 
     def await_hello(self):
         try:
@@ -583,6 +599,7 @@ class Sandbox:
         self._drop_channel()
         if self.process is None:
             self._remove_files()
+            self._release_agent(remove=True)
             return
         if graceful:
             try:
@@ -604,6 +621,7 @@ class Sandbox:
             self.process.stderr.close()
         self.process = None
         self._remove_files()
+        self._release_agent(remove=True)  # its process is gone: the agent's code is needed no more
         cgroup, self.cgroup = self.cgroup, None
         if cgroup is not None:  # every process of the sandbox is gone now
             cgroup.remove()
@@ -629,6 +647,7 @@ class Sandbox:
         _UNREAPED.append(self.process)  # never collected, so never reaped by subprocess's clean-up
         self.process = None
         self._remove_files()
+        self._release_agent(remove=True)  # kept while the process that adopted it still holds it
 
     def _drop_channel(self):
         if self.channel is not None:
