@@ -4,6 +4,8 @@ import subprocess
 import sys
 import tomllib
 
+import pytest
+
 from helpers import ROOT
 
 CONTRACTS = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
@@ -41,32 +43,24 @@ def lint_with_an_extra_import(tmp_path, module, line):
     return lint_imports(tmp_path)
 
 
-def test_a_forbidden_import_breaks_the_contract(tmp_path):
-    done = lint_with_an_extra_import(tmp_path, "inside/student.py", "from autograder import grading")
+@pytest.mark.parametrize("module, line, said", [
+    # code next to student code importing the trusted side
+    ("inside/student.py", "from autograder import grading", "autograder.inside.student -> autograder.grading"),
+    # the trusted side importing the sandbox's code
+    ("outputs/report.py", "from autograder.inside.student import to_plain",
+     "autograder.outputs.report -> autograder.inside.student"),
+    # up a floor: what a result becomes must not depend on who orchestrates
+    ("outputs/report.py", "from autograder.runs import batch", "autograder.outputs.report -> autograder.runs.batch"),
+    # between the two middle wings, which are siblings: how one submission runs, what a result becomes
+    ("grading/submission.py", "from autograder.outputs import autograded",
+     "autograder.grading.submission -> autograder.outputs.autograded"),
+    # a circle inside a wing
+    ("checks/verdict.py", "from autograder.checks import checklib", "No import circles between sibling modules BROKEN"),
+])
+def test_an_import_against_a_contract_breaks_it(tmp_path, module, line, said):
+    done = lint_with_an_extra_import(tmp_path, module, line)
     assert done.returncode != 0 and "BROKEN" in done.stdout
-    assert "autograder.inside.student -> autograder.grading" in done.stdout
-
-
-def test_the_trusted_side_importing_sandbox_code_breaks_the_contract(tmp_path):
-    done = lint_with_an_extra_import(tmp_path, "outputs/report.py", "from autograder.inside.student import to_plain")
-    assert done.returncode != 0 and "autograder.outputs.report -> autograder.inside.student" in done.stdout
-
-
-def test_an_import_up_a_floor_breaks_the_layers(tmp_path):
-    """What a result becomes must not depend on who orchestrates: outputs never import runs."""
-    done = lint_with_an_extra_import(tmp_path, "outputs/report.py", "from autograder.runs import batch")
-    assert done.returncode != 0 and "autograder.outputs.report -> autograder.runs.batch" in done.stdout
-
-
-def test_the_two_middle_wings_stay_independent(tmp_path):
-    """How one submission runs and what a result becomes are siblings: neither imports the other."""
-    done = lint_with_an_extra_import(tmp_path, "grading/submission.py", "from autograder.outputs import autograded")
-    assert done.returncode != 0 and "autograder.grading.submission -> autograder.outputs.autograded" in done.stdout
-
-
-def test_an_import_circle_breaks_the_contract(tmp_path):
-    done = lint_with_an_extra_import(tmp_path, "checks/verdict.py", "from autograder.checks import checklib")
-    assert done.returncode != 0 and "No import circles between sibling modules BROKEN" in done.stdout
+    assert said in done.stdout, done.stdout[-3000:]
 
 
 def test_hidden_checks_use_the_wire_contract_not_sandbox_code():

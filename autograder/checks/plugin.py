@@ -48,21 +48,20 @@ COULD_NOT_RUN = "This check could not run"  # how a student's message about a cr
 
 
 def _message_of(excinfo):
+    if crashed(excinfo):
+        return f"{COULD_NOT_RUN} ({excinfo.typename}). Please tell your instructor."
     error = excinfo.value
-    if excinfo.errisinstance(pytest.fail.Exception):
-        return str(error.msg)
     if isinstance(error, StudentError):
         text = str(error)
         hint = hint_for(text)
         return f"Your code failed: {text}" + (f" {hint}" if hint else "")
-    if isinstance(error, AssertionError) and str(error):
-        return str(error)
-    return f"{COULD_NOT_RUN} ({type(error).__name__}). Please tell your instructor."
+    return str(error.msg) if excinfo.errisinstance(pytest.fail.Exception) else str(error)
 
 
 def crashed(excinfo):
-    """Whether the check itself broke (a typo, a wrong call), rather than failing on the answer:
-    what the student reads then is only that it could not run (`_message_of`)."""
+    """Whether the check itself broke (a typo, a wrong call), rather than failing on the answer
+    (pytest's fail, the student's own error, or an assertion with a message): the student then
+    reads only that it could not run."""
     error = excinfo.value
     return not (excinfo.errisinstance(pytest.fail.Exception) or isinstance(error, StudentError)
                 or (isinstance(error, AssertionError) and str(error)))

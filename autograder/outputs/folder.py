@@ -43,10 +43,11 @@ class GradedFolder:
     def write(self, result):
         return write_result(self.root, result)
 
-    def already_graded(self, student_id, sha):
-        """A finished result for this very file (a changed notebook is graded again)."""
+    def earlier(self, student_id, sha):
+        """The student's finished result for this very file (sha: its SHA-256), or None: a changed
+        notebook is graded again."""
         result = self.result(student_id)
-        return result is not None and result.finished and result.notebook_sha256 == sha
+        return result if result is not None and result.finished and result.notebook_sha256 == sha else None
 
     # -- where each output goes ------------------------------------------------------------
     feedback = property(lambda self: self.root / "feedback")

@@ -33,6 +33,7 @@ from autograder.grading.bundle import bundle_hash
 from autograder.grading.notebook import InvalidNotebook, read_notebook_and_sha, sanitize
 from autograder.record import GRADED, INVALID, read_result, write_result
 
+
 class IdenticalAnswers:
     """Splits a batch into submissions to run and results to copy (see the module's doc)."""
 
