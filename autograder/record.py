@@ -53,6 +53,12 @@ class CellError:
     error: str
 
 
+def cell_in_words(name, capital=False):
+    """A notebook cell's name as words: "cell ex3_answer"; a cell the student added is already
+    named "cell 4" (grading/notebook.py), and stays "cell 4", never "cell cell 4"."""
+    return ("Cell " if capital else "cell ") + (name[len("cell "):] if name.startswith("cell ") else name)
+
+
 @dataclass
 class Result:
     student_id: str

@@ -29,7 +29,7 @@ from autograder.authoring.corpus import SOLUTIONS, STUBS, check_outcomes, diagno
 from autograder.checks.plugin import COULD_NOT_RUN
 from autograder.course import copy_assignment
 from autograder.course.settings import ValidateSettings
-from autograder.record import GRADED
+from autograder.record import GRADED, cell_in_words
 
 
 DIAGNOSES_MIN = ValidateSettings.diagnoses_named_min  # asked of every assignment; one may set a floor of its own
@@ -202,9 +202,9 @@ def reference_cell_errors(source, solved):
     visible = {meta["grade_id"] for cell in source.cells if cell.cell_type == "code"
                and (meta := cell.metadata.get("nbgrader", {})).get("locked")
                and not meta.get("grade") and not meta.get("solution")}
-    return [f"the visible check in cell {error.cell} fails on the reference solutions: {_exception(error.error)}"
+    return [f"the visible check in {cell_in_words(error.cell)} fails on the reference solutions: {_exception(error.error)}"
             if error.cell in visible else
-            f"cell {error.cell} raises on the reference solutions: {_exception(error.error)}"
+            f"{cell_in_words(error.cell)} raises on the reference solutions: {_exception(error.error)}"
             for error in solved.cell_errors]
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import nbformat
 
 from autograder.course import Course
-from autograder.record import GRADED, INVALID, CellError, CellScore, CheckOutcome, Result
+from autograder.record import GRADED, INVALID, CellError, CellScore, CheckOutcome, Result, cell_in_words
 from autograder.grading.sandbox import NoSandbox
 from autograder.checks.rootcause import missing_because_crashed, one_cause_per_cell, root_cause_once
 from autograder.grading.selfcheck import PoisonedInterpreter
@@ -353,7 +353,7 @@ def build_result(spec, base, points, checks, notes, cell_errors, started):
     output = [f"{base['student_id']}: {total:g} / {sum(points.values()):g} points"]
     output += [f"Note: {note}" for note in notes]
     for entry in cell_errors[:FAILED_CELLS_SHOWN]:
-        output.append(f"Cell {entry['cell']} raised an error:\n{entry['error'].rstrip()}")
+        output.append(f"{cell_in_words(entry['cell'], capital=True)} raised an error:\n{entry['error'].rstrip()}")
     return Result(**base, assignment=spec.assignment, status=GRADED, score=total, cells=cells,
                   output="\n".join(output), notes=notes, seed=spec.seed, sandbox=spec.isolation,
                   cell_errors=[CellError(cell=e["cell"], error=e["error"]) for e in cell_errors],

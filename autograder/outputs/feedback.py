@@ -15,7 +15,7 @@ from markupsafe import Markup, escape
 
 from autograder.course import write_atomically
 from autograder.outputs.base import Output
-from autograder.record import grouped_checks
+from autograder.record import cell_in_words, grouped_checks
 
 EXERCISE = re.compile(r"\*\*(Exercise \w+)")
 HEADING = re.compile(r"^##\s+(?:\d+\w*\s*(?:\([^)]*\))?\.\s*)?(.+)$", re.MULTILINE)
@@ -57,6 +57,7 @@ def environment():
                       autoescape=select_autoescape(["html", "j2"]), trim_blocks=True, lstrip_blocks=True)
     env.filters["points"] = lambda value: f"{value:g}"
     env.filters["code"] = inline_code
+    env.filters["cell"] = cell_in_words  # "cell ex5_answer", "cell 4" (never "cell cell 4")
     return env
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from autograder.course import write_atomically
 from autograder.outputs.base import IMPORTS, Output
 from autograder.outputs.feedback import _css, environment
-from autograder.record import GRADED
+from autograder.record import GRADED, cell_in_words
 
 NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:e-?\d+)?")
 SHOWN_DIAGNOSTICS = 15
@@ -88,7 +88,7 @@ def needs_attention(results):
         for error in result.cell_errors:
             if not error.cell.startswith("check-"):  # a failing visible check is ordinary feedback
                 last = error.error.strip().splitlines()[-1] if error.error.strip() else "an error"
-                reasons.append(f"cell {error.cell} raised {last}")
+                reasons.append(f"{cell_in_words(error.cell)} raised {last}")
         if len(reasons) > SHOWN_REASONS:
             reasons = reasons[:SHOWN_REASONS - 1] + [f"and {len(reasons) - SHOWN_REASONS + 1} more"]
         if reasons:
