@@ -7,6 +7,9 @@ import pytest
 
 from autograder.authoring.build import ExerciseError, build_cells, notebook_text, build_notebook
 from autograder.authoring.nbgrader_steps import generate_assignment
+from autograder.authoring.scaffold import init_course, new_assignment
+from autograder.cli import main
+from autograder.course import CourseError
 from autograder.course.regions import read_regions
 
 from helpers import COURSE, assignment_of
@@ -108,3 +111,46 @@ def test_every_graded_cell_has_points_and_checks(assignment):
 def test_malformed_exercise_files_are_reported(text, problem):
     with pytest.raises(ExerciseError, match=re.escape(problem)):
         build_cells(COURSE.assignment(ASSIGNMENT), text, read_regions(COURSE.assignment(ASSIGNMENT).solutions))
+
+
+def cells_of(text):
+    return build_cells(COURSE.assignment(ASSIGNMENT), text, read_regions(COURSE.assignment(ASSIGNMENT).solutions))
+
+
+@pytest.mark.parametrize("fence, said", [
+    ("```python checks", "```python checks is not a cell: 'checks' is not a role (did you mean 'check'?)"),
+    ("```python Check", "'Check' is not a role (did you mean 'check'?)"),
+    ("```python grade=ex1 points=2", "'grade' is not a role (did you mean 'graded'?)"),
+    ("```python awnser=ex1_answer", "'awnser' is not a role (did you mean 'answer'?)"),
+    ("```python tests", "'tests' is not a role. A cell's role is one of given, answer, check,"),
+    ("```python points=2", "points=P needs a role: graded=ID or question=ID"),
+    ("```python graded=ex1 point=2", "a graded cell takes no 'point' (did you mean 'points'?)"),
+    ("```python check extra", "a check cell takes no 'extra': write ```python check"),
+    ("```check", "names the role 'check' where the language goes: write ```python check"),
+    ('```python title="a.py', "cannot read"),
+])
+def test_a_fence_that_tries_a_role_and_names_none_is_refused_at_its_line(fence, said):
+    """A misspelled role would otherwise turn a visible check into prose, silently."""
+    with pytest.raises(CourseError) as refused:
+        cells_of(f"# Title\n\nSome prose.\n\n{fence}\nx = 1\n```\n")
+    assert str(refused.value).startswith(f"exercises/{ASSIGNMENT}/notebook.md:5: ")
+    assert said in str(refused.value)
+
+
+def test_fences_with_only_a_language_or_options_no_role_resembles_stay_in_the_prose():
+    text = ("Run:\n\n```bash\nautograder release\n```\n\n```python\nx = 1\n```\n\n```text\nhello\n```\n\n"
+            "```\nplain\n```\n\n```python title=\"a.py\" linenums=1\ny = 2\n```\n\n```python {.small}\nz = 3\n```")
+    assert [(cell.cell_type, cell.source) for cell in cells_of(text)] == [("markdown", text)]
+
+
+def test_build_refuses_a_misspelled_role_in_one_line_and_writes_nothing(tmp_path, capsys):
+    course = init_course(tmp_path / "course")
+    assignment = new_assignment(course, "warmup")
+    text = assignment.notebook_text.read_text()
+    assignment.notebook_text.write_text(text.replace("```python check\n", "```python checks\n"))
+    line = text.splitlines().index("```python check") + 1
+    assert main(["build", "warmup", "--course", str(course.root)]) == 2
+    said = capsys.readouterr().out
+    assert f"autograder build: exercises/warmup/notebook.md:{line}: ```python checks is not a cell:" in said
+    assert "(did you mean 'check'?)" in said and "Traceback" not in said
+    assert not assignment.source_notebook.exists()

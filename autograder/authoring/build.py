@@ -15,22 +15,32 @@ info string names a role become cells (any other fence stays in the prose):
                                     nbgrader leaves it out of the release, and grading
                                     restores the cell, so formgrader shows it
 
-A line `<!-- split -->` splits prose into two markdown cells.
+A line `<!-- split -->` splits prose into two markdown cells. A fence with only a
+language (```python, ```bash, ```) is prose; one whose extra words look like a role
+but name none (```python checks, ```python answer=x point=2) is refused, naming the
+line and the closest role, rather than quietly becoming prose.
 """
+import difflib
+import re
 import shlex
 
 import nbformat
 from markdown_it import MarkdownIt
 
-from autograder.course import write_atomically
+from autograder.course import CourseError, write_atomically
 
 from autograder.course.regions import read_regions
 
 ROLES = ("given", "answer", "check", "graded", "question", "readonly")
+TAKE_POINTS = ("graded", "question")  # the roles that also take points=P
+SYNTAX = {"given": "```python given (or given=REGION)", "answer": "```python answer=REGION",
+          "check": "```python check", "graded": "```python graded=ID points=P",
+          "question": "```markdown question=ID points=P", "readonly": "```markdown readonly=ID"}
 SPLIT = "<!-- split -->"
+WORD = re.compile(r"[A-Za-z_][\w-]*")  # a bare word an author may have meant as a role
 
 
-class ExerciseError(ValueError):
+class ExerciseError(CourseError):
     """The exercise file is malformed; the message says where."""
 
 
@@ -51,6 +61,49 @@ def role_of(options):
     if len(roles) > 1:
         raise ExerciseError(f"a cell can have one role, got {roles}")
     return roles[0] if roles else None
+
+
+def fence_role(info, where):
+    """The role of a fence whose info string is `info`, or None for a fence that stays in the
+    prose (only a language, or options that try no role, such as title="x"). ExerciseError,
+    saying `where`, for words that try to name a role and do not: a misspelled or unknown role
+    word, or an option the role does not take."""
+    try:
+        language, options = parse_fence_info(info)
+    except ValueError as error:  # shlex: a quote left open
+        raise ExerciseError(f"{where}: cannot read ```{info.strip()}: {error}") from None
+    try:
+        role = role_of(options)
+    except ExerciseError as error:
+        raise ExerciseError(f"{where}: {error}") from None
+    if language in ROLES:
+        raise ExerciseError(f"{where}: ```{info.strip()} names the role {language!r} where the language goes:"
+                            f" write {SYNTAX[language]}")
+    if role is None:
+        attempts = [key for key, value in options.items()
+                    if key == "points" or _closest(key, ROLES) or ("=" not in key and not value and WORD.fullmatch(key))]
+        if not attempts:
+            return None
+        word = attempts[0]
+        why = ("points=P needs a role: graded=ID or question=ID" if word == "points" else
+               f"{word!r} is not a role" + (f" (did you mean {_closest(word, ROLES)!r}?)" if _closest(word, ROLES) else ""))
+        raise ExerciseError(f"{where}: ```{info.strip()} is not a cell: {why}. A cell's role is one of"
+                            f" {', '.join(ROLES)}; a fence with only a language, such as ```{language or 'python'},"
+                            f" stays in the prose")
+    allowed = (role, "points") if role in TAKE_POINTS else (role,)
+    unknown = [key for key in options if key not in allowed]
+    if unknown:
+        word, close = unknown[0], _closest(unknown[0], allowed)
+        article = "an" if role[0] in "aeiou" else "a"
+        raise ExerciseError(f"{where}: ```{info.strip()}: {article} {role} cell takes no {word!r}"
+                            f"{f' (did you mean {close!r}?)' if close else ''}: write {SYNTAX[role]}")
+    return role
+
+
+def _closest(word, known):
+    """The word of `known` that `word` most likely misspells, or None."""
+    close = difflib.get_close_matches(word, known, n=1, cutoff=0.6)
+    return close[0] if close else None
 
 
 def nbgrader_metadata(grade_id, *, grade=False, solution=False, locked=False, points=None):
@@ -91,12 +144,12 @@ def build_cells(assignment, text, regions):
     for token in MarkdownIt().parse(text):
         if token.type != "fence":
             continue
-        language, options = parse_fence_info(token.info)
-        role = role_of(options)
-        if role is None:
-            continue
         start, end = token.map
         where = f"{assignment.notebook_text.relative_to(assignment.course.root)}:{start + 1}"
+        role = fence_role(token.info, where)
+        if role is None:
+            continue
+        language, options = parse_fence_info(token.info)
         cells.add_prose(lines[cursor:start])
         cursor = end
         cells.add_fence(role, language, options, token.content.rstrip("\n"), where)
