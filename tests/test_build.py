@@ -10,7 +10,7 @@ from autograder.authoring.nbgrader_steps import generate_assignment
 from autograder.authoring.scaffold import init_course, new_assignment
 from autograder.cli import main
 from autograder.course import CourseError
-from autograder.course.regions import read_regions
+from autograder.course.regions import read_regions, split_regions
 
 from helpers import COURSE, assignment_of
 
@@ -154,3 +154,75 @@ def test_build_refuses_a_misspelled_role_in_one_line_and_writes_nothing(tmp_path
     assert f"autograder build: exercises/warmup/notebook.md:{line}: ```python checks is not a cell:" in said
     assert "(did you mean 'check'?)" in said and "Traceback" not in said
     assert not assignment.source_notebook.exists()
+
+
+
+# Line 1 names the markers outside any region (the docstring), as the bundled solutions do.
+SOLVED = ('"""Between ### BEGIN SOLUTION and ### END SOLUTION: what students write."""\n# %% setup\nimport torch\n\n'
+          "# %% ex1_answer\ndef f(x):\n    ### BEGIN SOLUTION\n    return x\n    ### END SOLUTION\n")
+
+
+@pytest.mark.parametrize("old, new, said", [
+    ("    ### END SOLUTION\n", "", "sol.py:7: region 'ex1_answer': ### BEGIN SOLUTION has no ### END SOLUTION:"
+                                   " add one where the solution ends"),
+    ("    ### BEGIN SOLUTION\n", "", "sol.py:8: region 'ex1_answer': ### END SOLUTION with no ### BEGIN SOLUTION"
+                                     " before it: add one where the solution begins"),
+    ("    return x\n", "    return x\n    ### BEGIN SOLUTION\n",
+     "sol.py:9: region 'ex1_answer': a second ### BEGIN SOLUTION while the one on line 7 is still open"),
+])
+def test_solution_markers_that_do_not_pair_up_name_the_file_line_and_region(old, new, said):
+    """nbgrader would stop on them with 40 lines of traceback and no region name (or, for an END
+    with no BEGIN, pass over it and give the solution above it to students)."""
+    assert split_regions(SOLVED, "sol.py")["ex1_answer"].count("SOLUTION") == 2
+    with pytest.raises(CourseError) as refused:
+        split_regions(SOLVED.replace(old, new), "sol.py")
+    assert str(refused.value).startswith(said)
+
+
+@pytest.fixture
+def warmup(tmp_path):
+    """A fresh course's one assignment, as `autograder new` makes it."""
+    return new_assignment(init_course(tmp_path / "course"), "warmup")
+
+
+def edit(path, old, new):
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new, 1))
+
+
+def test_release_stops_on_a_missing_end_solution_in_one_line_before_nbgrader_runs(warmup, capsys):
+    edit(warmup.solutions, "    ### END SOLUTION\n", "")
+    line = warmup.solutions.read_text().splitlines().index("    ### BEGIN SOLUTION") + 1
+    assert main(["release", "warmup", "--course", str(warmup.course.root)]) == 2
+    said = capsys.readouterr().out
+    assert said.startswith(f"autograder release: solutions/warmup.py:{line}: region 'ex1_answer': ### BEGIN SOLUTION"
+                           " has no ### END SOLUTION")
+    assert "Traceback" not in said and "nbgrader" not in said
+    assert not warmup.source_notebook.exists() and not warmup.release_notebook.exists()
+
+
+@pytest.mark.parametrize("old, new, said", [
+    # a written question's model answer whose END is missing: nbgrader would stop on it
+    ("```python graded=ex1 points=1\n```\n", "```python graded=ex1 points=1\n```\n\n```markdown question=q1 points=1\n"
+     "### BEGIN SOLUTION\nBecause.\n```\n", ":23: question 'q1': ### BEGIN SOLUTION has no ### END SOLUTION"),
+    # an answer block's own text (here a BEGIN with no END) is never used: the region is
+    ("```python answer=ex1_answer\n```", "```python answer=ex1_answer\n### BEGIN SOLUTION\nx = 1\n```",
+     ":10: the code of an answer cell comes from region 'ex1_answer' of solutions/warmup.py, so the 2 lines"),
+    ("```python graded=ex1 points=1\n```", "```python graded=ex1 points=1\ngrade_here()\n```",
+     ":19: the code of a graded cell comes from the build itself, so the 1 line in this block"),
+    # markers outside an answer: nbgrader would stop on a solution in a cell that is not one
+    ("assert torch.equal", "### BEGIN SOLUTION\nassert torch.equal", ":13: a check cell holds a solution marker"),
+])
+def test_notebook_md_blocks_whose_text_would_break_the_release_or_vanish_are_refused(warmup, old, new, said):
+    edit(warmup.notebook_text, old, new)
+    with pytest.raises(CourseError) as refused:
+        build_notebook(warmup)
+    assert str(refused.value).startswith(f"exercises/warmup/notebook.md{said}")
+
+
+def test_given_code_from_a_region_with_solution_markers_is_refused(warmup):
+    edit(warmup.notebook_text, "```python answer=ex1_answer", "```python given=ex1_answer")
+    with pytest.raises(CourseError, match=re.escape("region 'ex1_answer' of solutions/warmup.py holds a solution marker"
+                                                    " (### BEGIN SOLUTION), but given code is not an answer")):
+        build_notebook(warmup)

@@ -18,7 +18,9 @@ info string names a role become cells (any other fence stays in the prose):
 A line `<!-- split -->` splits prose into two markdown cells. A fence with only a
 language (```python, ```bash, ```) is prose; one whose extra words look like a role
 but name none (```python checks, ```python answer=x point=2) is refused, naming the
-line and the closest role, rather than quietly becoming prose.
+line and the closest role, rather than quietly becoming prose. Solution markers that
+nbgrader would stop on (unpaired, or outside an answer or question) are refused here,
+in one line naming the file, the line and the region or cell.
 """
 import difflib
 import re
@@ -29,7 +31,7 @@ from markdown_it import MarkdownIt
 
 from autograder.course import CourseError, write_atomically
 
-from autograder.course.regions import read_regions
+from autograder.course.regions import SOLUTION_BEGIN, has_markers, marker_problem, read_regions
 
 ROLES = ("given", "answer", "check", "graded", "question", "readonly")
 TAKE_POINTS = ("graded", "question")  # the roles that also take points=P
@@ -140,21 +142,46 @@ def build_cells(assignment, text, regions):
     """Turn the exercise text into nbformat cells; fail loudly on any mistake."""
     lines = text.splitlines()
     cells = _Cells(assignment, regions)
+    shown = assignment.notebook_text.relative_to(assignment.course.root)
+    solutions = assignment.solutions.relative_to(assignment.course.root)
     cursor = 0
     for token in MarkdownIt().parse(text):
         if token.type != "fence":
             continue
         start, end = token.map
-        where = f"{assignment.notebook_text.relative_to(assignment.course.root)}:{start + 1}"
+        where = f"{shown}:{start + 1}"
         role = fence_role(token.info, where)
         if role is None:
             continue
         language, options = parse_fence_info(token.info)
         cells.add_prose(lines[cursor:start])
         cursor = end
-        cells.add_fence(role, language, options, token.content.rstrip("\n"), where)
+        body = token.content.rstrip("\n")
+        _check_body(role, options, body, where, f"{shown}:", start + 2, solutions)
+        cells.add_fence(role, language, options, body, where)
     cells.add_prose(lines[cursor:])
     return cells.cells
+
+
+def _check_body(role, options, body, where, path, first, solutions):
+    """Refuse what nbgrader's generate_assignment would stop on, or what would vanish unseen,
+    in a fence's `body` (its first line is line `first` of `path`): text in an answer or graded
+    block (the cell is made from elsewhere), solution markers outside an answer, and markers that
+    do not pair up in a written question's model answer."""
+    if role in ("answer", "graded") and body.strip():
+        made = (f"region {options['answer']!r} of {solutions}" if role == "answer" else "the build itself")
+        count = len(body.splitlines())
+        raise ExerciseError(f"{where}: the code of {'an answer' if role == 'answer' else 'a graded'} cell comes from"
+                            f" {made}, so the {count} line{'' if count == 1 else 's'} in this block would be left"
+                            f" out: leave the block empty")
+    if role == "question":
+        problem = marker_problem(body.splitlines(), first)
+        if problem:
+            raise ExerciseError(f"{path}{problem[0]}: question {options['question']!r}: {problem[1]}")
+    elif role != "answer" and has_markers(body):
+        raise ExerciseError(f"{where}: a {role} cell holds a solution marker ({SOLUTION_BEGIN}); only an answer"
+                            f" cell (```python answer=REGION, its code in {solutions}) or a written question"
+                            f" (```markdown question=ID points=P) may")
 
 
 class _Cells:
@@ -193,6 +220,11 @@ class _Cells:
 
     def _given(self, language, options, body, where):
         source = self.region(options["given"], where) if options["given"] else body
+        if options["given"] and has_markers(source):
+            solutions = self.assignment.solutions.relative_to(self.assignment.course.root)
+            raise ExerciseError(f"{where}: region {options['given']!r} of {solutions}"
+                                f" holds a solution marker ({SOLUTION_BEGIN}), but given code is not an answer:"
+                                f" show it with ```python answer={options['given']}")
         return nbformat.v4.new_code_cell(source, id=self.cell_id("code"))
 
     def _answer(self, language, options, body, where):
@@ -229,7 +261,7 @@ class _Cells:
 def build_notebook(assignment):
     """The nbgrader source notebook for `assignment`, built in memory."""
     text = assignment.notebook_text.read_text()
-    regions = read_regions(assignment.solutions)
+    regions = read_regions(assignment.solutions, assignment.solutions.relative_to(assignment.course.root))
     cells = build_cells(assignment, text, regions)
     unused = set(regions) - {c.id for c in cells} - _given_regions(text)
     if unused:

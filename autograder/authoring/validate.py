@@ -27,7 +27,7 @@ import nbformat
 from autograder.authoring.errorcheck import check_error_model
 from autograder.authoring.corpus import SOLUTIONS, STUBS, check_outcomes, diagnose, judge, load, write_submissions
 from autograder.checks.plugin import COULD_NOT_RUN
-from autograder.course import copy_assignment
+from autograder.course import CourseError, copy_assignment
 from autograder.course.settings import ValidateSettings
 from autograder.record import GRADED, cell_in_words
 
@@ -102,7 +102,7 @@ def stale_files(assignment):
     """What `autograder release` would now write differently from the committed notebooks:
     one line per stale file (relative to the course), or why it cannot release at all. Built
     in a scratch copy, without a gradebook: the course itself is not touched."""
-    from autograder.authoring.build import ExerciseError, write_source
+    from autograder.authoring.build import write_source
     from autograder.authoring.nbgrader_steps import NbgraderFailed, run_nbgrader
 
     with tempfile.TemporaryDirectory(prefix="autograder-validate-") as scratch:
@@ -110,7 +110,7 @@ def stale_files(assignment):
         try:
             write_source(copy)
             run_nbgrader(copy.course.root, "generate_assignment", copy.name, "--force", "--no-db")
-        except (ExerciseError, NbgraderFailed) as error:
+        except (CourseError, NbgraderFailed) as error:  # a malformed notebook.md or solutions file
             return [f"`autograder release {assignment.name}` fails: {error}"]
         pairs = [(assignment.source_notebook, copy.source_notebook),
                  (assignment.release_notebook, copy.release_notebook)]
