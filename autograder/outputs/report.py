@@ -19,7 +19,11 @@ from autograder.outputs.base import IMPORTS, Output
 from autograder.outputs.feedback import _css, environment
 from autograder.record import GRADED, cell_in_words
 
-NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:e-?\d+)?")
+# A number as Python or torch prints it: 3, -0.5, 2., 1e-3, -1.2340e+02, nan, -inf.
+NUMBER = re.compile(r"[-+]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|\b(?:nan|inf)\b)")
+# Numbers side by side, as a printed tensor, list, tuple or shape holds them, however torch
+# aligned them (spaces, line breaks), with their brackets and any "..." of a long tensor.
+NUMBERS = re.compile(r"[\s,.\[\]()]*#(?:[\s,.\[\]()]*#)*[\s,.\[\]()]*")
 SHOWN_DIAGNOSTICS = 15
 SHOWN_NAMES = 8
 SHOWN_REASONS = 4
@@ -62,12 +66,18 @@ def histogram_png(totals, max_score):
     return base64.b64encode(buffer.getvalue()).decode()
 
 
+def without_numbers(message):
+    """`message` with every number, and every run of numbers (a printed tensor), as one "#":
+    messages that differ only in their numbers (each student's random inputs) are one mistake."""
+    return " ".join(NUMBERS.sub(" # ", NUMBER.sub("#", message)).split())
+
+
 def common_diagnostics(results, titles):
     """Failed-check messages grouped across students (numbers ignored), most frequent first."""
     groups = defaultdict(set)
     for result in results:
         for cell, check in result.failed_checks():
-            groups[(cell, NUMBER.sub("#", check.message))].add((result.student_id, check.message))
+            groups[(cell, without_numbers(check.message))].add((result.student_id, check.message))
     rows = []
     for (cell, _), hits in groups.items():
         students = sorted({student for student, _ in hits})
