@@ -189,6 +189,8 @@ def cmd_grade(args):
     except (LateError, RosterError) as error:
         console.print(f"[red]autograder grade: {shown(error, None)}[/red]", highlight=False)
         return 2
+    if args.dry_run:
+        return _print_intake(assignment, args, roster)
     scheduler = None
     if args.cluster:
         scheduler = _dask_scheduler(args)  # each worker is asked whether it may run student code
@@ -204,13 +206,34 @@ def cmd_grade(args):
                              jobs=args.jobs or os.cpu_count() or 1, limits=limits, force=args.force,
                              seed=args.seed, on_result=progress.advance, unsafe_no_sandbox=args.unsafe_no_sandbox,
                              submitted_at=times, roster=roster, scheduler=scheduler,
-                             max_notebook_mb=args.max_notebook_mb)
+                             max_notebook_mb=args.max_notebook_mb, pattern=args.pattern)
     finally:
         progress.stop()
         if scheduler is not None:
             scheduler.close()
     _print_batch(report, args, folder)
     return 1 if report.problems or any(r.status == ERROR for r in report.graded) else 0
+
+
+def _print_intake(assignment, args, roster):
+    """`grade --dry-run`: whose each file is and what would be graded; nothing runs or is written."""
+    import tempfile
+
+    from autograder.runs.batch import BatchOptions, take_in
+
+    with tempfile.TemporaryDirectory(prefix="autograder-dry-run-") as scratch:  # zips are unpacked, then gone
+        intake = take_in(assignment, args.paths, BatchOptions(roster=roster, pattern=args.pattern), unpack_to=scratch)
+    table = Table(title=f"What `autograder grade {shown(args.assignment)}` would grade (nothing was run or written)")
+    for column in ("student", "file", "from", "LMS id", "LMS name", "what happens"):
+        table.add_column(column)
+    for row in sorted(intake.rows, key=lambda row: (row.student_id == "", row.student_id, row.file)):
+        table.add_row(shown(row.student_id) or "-", shown(row.file, 120), row.layout or "-", shown(row.lms_id) or "-",
+                      shown(row.name, 60) or "-", shown(row.outcome, 300))
+    console.print(table)
+    count = len(intake.submissions)
+    console.print(f"{count} {'student' if count == 1 else 'students'} would be graded.", highlight=False)
+    print_problems(intake.problems, rest="a dry run: nothing was graded")
+    return 1 if intake.problems else 0
 
 
 class _Progress:
@@ -260,14 +283,13 @@ def _print_batch(report, args, folder):
     print_problems(report.problems)
 
 
-def print_problems(problems):
-    """What a TA must look at (a renamed submission, an unreadable submission time, a result
-    that could not be recorded), one line each, after everything else."""
+def print_problems(problems, rest="everything else was graded and recorded"):
+    """What a TA must look at (a file nobody's, a renamed submission, an unreadable submission
+    time, a result that could not be recorded), one line each, after everything else."""
     if not problems:
         return
     count = "1 problem needs" if len(problems) == 1 else f"{len(problems)} problems need"
-    console.print(f"[bold yellow]{count} your attention[/bold yellow] (everything else was graded and recorded):",
-                  highlight=False)
+    console.print(f"[bold yellow]{count} your attention[/bold yellow] ({rest}):", highlight=False)
     for student, problem in problems:
         console.print(f"  [yellow]{shown(student) or 'the batch'}[/yellow]: {shown(problem, 600)}", highlight=False)
 
@@ -553,7 +575,8 @@ def _grade_command(sub):
     p = sub.add_parser("grade", help="grade submitted notebooks in sandboxes (trusted, parallel)")
     p.add_argument("assignment")
     p.add_argument("paths", nargs="+", metavar="PATH",
-                   help="notebooks, a folder of <student>.ipynb, or nbgrader's submitted/ folder")
+                   help="notebooks, folders or zips: nbgrader's submitted/ tree, a Canvas or Moodle download"
+                        " (zipped or unpacked), or a folder of <student id>.ipynb")
     p.add_argument("--out", help="results folder (default: COURSE/graded/ASSIGNMENT)")
     p.add_argument("--jobs", type=int, default=0, help="parallel workers (default: number of cores)")
     p.add_argument("--timeout", type=float, default=0,
@@ -568,7 +591,14 @@ def _grade_command(sub):
     p.add_argument("--verbose", action="store_true", help="also print where the time went")
     p.add_argument("--submitted-at", metavar="FILE",
                    help="CSV of student_id,submitted_at for the late policy (default: nbgrader's timestamp.txt)")
-    p.add_argument("--roster", metavar="FILE", help="roster CSV; its extension_hours column grants extensions")
+    p.add_argument("--roster", metavar="FILE",
+                   help="roster CSV: maps Canvas user ids (canvas_id) and Moodle names (name) to student ids, and"
+                        " its extension_hours column grants extensions")
+    p.add_argument("--pattern", metavar="REGEX",
+                   help="read other file names with this regular expression, as nbgrader's FileNameCollector does:"
+                        " (?P<student_id>...) says whose a file is; (?P<timestamp>...) when it was handed in")
+    p.add_argument("--dry-run", action="store_true",
+                   help="only show whose each file is and what would be graded, then stop (nothing runs)")
     p.add_argument("--cluster", metavar="ADDRESS",
                    help="grade on a Dask cluster: a scheduler's address (tcp://host:8786, tls://...) or local:N"
                         " for N local worker processes (needs the [cluster] extra)")

@@ -28,6 +28,10 @@ class CheckOutcome:
     passed: bool
     weight: float = 1.0
     message: str = ""
+    # For the TA and the instructor, never the student: where and why the check itself broke
+    # ("<check file>:<line>: NameError: ...", checks.plugin.crash_of); "" when it ran. The
+    # student's message only says that it could not run. See `Result.check_crashes`.
+    crash: str = ""
 
 
 @dataclass
@@ -81,6 +85,9 @@ class Result:
     late_penalty: float = 0.0  # points deducted for lateness (already out of `score`)
     late_note: str = ""  # why, in words; "" when on time or with no late policy
     sandbox: str = ""  # "bubblewrap", "none" (--unsafe-no-sandbox), "" (never ran)
+    # The LMS's identities of the student, as the intake read them from where the file came
+    # from ({"canvas_id": "12345", "lms_name": "doejane"}): the LMS files use them without a roster.
+    lms: dict = field(default_factory=dict)
     execution_time: float = 0.0
     timings: dict = field(default_factory=dict)  # seconds per step, for benchmarks
     # The sanitized notebook it was graded from, on its way to the outputs that want it
@@ -118,6 +125,12 @@ class Result:
         return [(cell.name, check) for cell in self.cells for check in cell.checks
                 if not check.passed and check.message]
 
+    def check_crashes(self):
+        """(cell name, check name, crash) for every hidden check that broke on this submission
+        instead of judging it (a typo in the check: `CheckOutcome.crash`). For TAs only: the
+        student's page says only that the check could not run."""
+        return [(cell.name, check.name, check.crash) for cell in self.cells for check in cell.checks if check.crash]
+
     # -- Gradescope's results.json schema, our on-disk format ------------------------------
     def to_json(self, titles=None):
         """A dict in Gradescope's schema. `titles` ({grade_id: title}) names the tests as
@@ -128,7 +141,7 @@ class Result:
             test = {"name": titles.get(cell.name, cell.name), "score": cell.score, "max_score": cell.max_score,
                     "status": "passed" if cell.passed else "failed", "output": cell.output,
                     "visibility": "visible",
-                    "extra_data": {"checks": [vars(check).copy() for check in cell.checks]}}
+                    "extra_data": {"checks": [_check_json(check) for check in cell.checks]}}
             if titles:
                 test["extra_data"]["grade_id"] = cell.name
             tests.append(test)
@@ -138,7 +151,7 @@ class Result:
                  "notebook_sha256": self.notebook_sha256, "answers_key": self.answers_key, "reused": self.reused,
                  "reusable": self.reusable,
                  "submitted_at": self.submitted_at, "late_penalty": self.late_penalty, "late_note": self.late_note,
-                 "timings": dict(self.timings)}
+                 "lms": dict(self.lms), "timings": dict(self.timings)}
         return {"score": self.score, "execution_time": self.execution_time, "output": self.output,
                 "visibility": "visible", "stdout_visibility": "hidden", "tests": tests, "extra_data": extra}
 
@@ -162,6 +175,7 @@ class Result:
                        submitted_at=str(extra.get("submitted_at", "")),
                        late_penalty=float(extra.get("late_penalty", 0.0)), late_note=str(extra.get("late_note", "")),
                        seed=extra.get("seed"), sandbox=extra.get("sandbox", ""),
+                       lms={str(k): str(v) for k, v in dict(extra.get("lms") or {}).items()},
                        execution_time=float(data.get("execution_time", 0.0)), timings=dict(extra.get("timings", {})))
         except (KeyError, TypeError, AttributeError, ValueError) as error:
             raise ValueError(f"not a result record: {error}") from None
@@ -172,6 +186,7 @@ class Result:
         copy.output = copy.output.replace(f"{self.student_id}: ", f"{student_id}: ", 1)
         copy.student_id, copy.path, copy.notebook_sha256 = student_id, str(path), notebook_sha256
         copy.reused, copy.execution_time, copy.timings = True, 0.0, {}
+        copy.lms = {}  # the other student's own identities are the batch's to add (runs/batch.py)
         return copy
 
     def without_timings(self):
@@ -181,6 +196,33 @@ class Result:
         stable.pop("execution_time")
         stable["extra_data"].pop("timings")
         return stable
+
+
+def _check_json(check):
+    """A CheckOutcome as JSON; `crash` only when the check broke (most never do)."""
+    data = vars(check).copy()
+    if not data["crash"]:
+        del data["crash"]
+    return data
+
+
+def broken_checks(results, shown=8):
+    """The hidden checks that broke (`Result.check_crashes`) across `results`, each crash once:
+    [("", one line for the TA)], in the form of a batch's problems (runs/batch.py), naming the
+    check, where and why it broke, and the students it broke on."""
+    students = {}
+    for result in results:
+        for cell, name, crash in result.check_crashes():
+            students.setdefault((cell, name, crash), []).append(result.student_id)
+    lines = []
+    for (cell, name, crash), who in sorted(students.items()):
+        who = sorted(set(who))
+        named = ", ".join(who[:shown]) + (f" and {len(who) - shown} more" if len(who) > shown else "")
+        count = "1 student" if len(who) == 1 else f"{len(who)} students"
+        lines.append(("", f"the hidden check {cell} {name} broke ({crash}) on {count} ({named}): they read only that"
+                          " it could not run, and lost its points. Fix the check and grade again: results"
+                          " made with other checks are regraded"))
+    return lines
 
 
 def grouped_checks(checks):

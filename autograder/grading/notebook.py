@@ -41,6 +41,10 @@ class Submission:
     ignored: list = field(default_factory=list)  # other notebooks of the same student (not graded)
     sha256: str = ""  # the file's hash, once the batch has computed it (saves reading it again)
     renamed: str = ""  # why `student_id` is not the file's or folder's own name (see untrusted.py)
+    replaced: list = field(default_factory=list)  # older uploads of the same file (names), not graded
+    lms: dict = field(default_factory=dict)  # the LMS's identities of the student ({"canvas_id": ...})
+    submitted_at: str = ""  # a submission time the intake read from where it came (not timestamp.txt)
+    layout: str = ""  # where it came from: "nbgrader", "canvas", "moodle", "pattern", "files"
     # The batch's own reading of the file (a Sanitized), when it worked out the answers key
     # from it: a local worker grades that instead of reading and sanitizing the file again.
     clean: object = field(default=None, repr=False, compare=False)

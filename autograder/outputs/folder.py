@@ -4,6 +4,7 @@
     feedback/<student>.html  each student's feedback page
     report.html              the class report
     grades.csv, changes.csv  the grades, and whose score a regrade moved
+    intake.csv               every file the last run was handed, whose it is and what became of it
     similarity.csv, .html    `autograder similarity`
     history/<run>/           results (and changes.csv) a regrade replaced
     .answers/<key>.json      results identical answers may be given (see runs/identical.py)
@@ -11,12 +12,17 @@
 
 Dot-names hold the batch's own files: no student id can collide with them (see untrusted.py).
 """
+import csv
+import io
 import json
 import secrets
 from pathlib import Path
 
 from autograder.course import write_atomically
 from autograder.record import all_results, read_result, write_result
+from autograder.untrusted import for_spreadsheet, visible
+
+INTAKE_COLUMNS = ("student_id", "file", "from", "lms_id", "lms_name", "outcome")
 
 
 class GradedFolder:
@@ -57,6 +63,7 @@ class GradedFolder:
     similarity_csv = property(lambda self: self.root / "similarity.csv")
     similarity_html = property(lambda self: self.root / "similarity.html")
     answers = property(lambda self: self.root / ".answers")
+    intake_csv = property(lambda self: self.root / "intake.csv")
 
     def feedback_page(self, student_id):
         return self.feedback / f"{student_id}.html"
@@ -64,6 +71,25 @@ class GradedFolder:
     def history(self, run):
         """history/<run>/: what the run `run` (its start time) replaced."""
         return self.root / "history" / run
+
+    # -- what the last run was handed ------------------------------------------------------------
+    def write_intake(self, rows):
+        """intake.csv from runs/intake's Rows: one line per file, whose it is and what became of it."""
+        handle = io.StringIO(newline="")
+        writer = csv.writer(handle)
+        writer.writerow(INTAKE_COLUMNS)
+        for row in sorted(rows, key=lambda row: (row.student_id == "", row.student_id, row.file)):
+            writer.writerow([for_spreadsheet(visible(value, None)) for value in  # file names are the students'
+                             (row.student_id, row.file, row.layout, row.lms_id, row.name, row.outcome)])
+        write_atomically(self.intake_csv, handle.getvalue())
+
+    def intake(self):
+        """intake.csv's rows as dicts ([] before any run wrote one)."""
+        try:
+            with open(self.intake_csv, newline="", encoding="utf-8") as handle:
+                return list(csv.DictReader(handle))
+        except (OSError, csv.Error, UnicodeDecodeError):
+            return []
 
     # -- the batch's own file ------------------------------------------------------------
     _batch_file = property(lambda self: self.root / ".batch.json")

@@ -17,7 +17,7 @@ from autograder.outputs.folder import GradedFolder
 from autograder.outputs.gradebook import Gradebook
 from autograder.outputs.report import ClassReport
 from autograder.outputs.results import GradesCsv, ResultFiles
-from autograder.record import ERROR, Result
+from autograder.record import ERROR, INVALID, Result
 from autograder.runs.intake import discover
 
 
@@ -46,7 +46,8 @@ class BatchOptions:
     seed: int = None  # None: the folder's (a resumed batch grades alike), else a new one
     unsafe_no_sandbox: bool = False
     submitted_at: dict = None  # {student: time}, for the late policy
-    roster: dict = None  # {student: row}, for extensions
+    roster: dict = None  # {student: row}: LMS ids to student ids (runs/intake), and extensions
+    pattern: str = None  # a regular expression for file names no known layout reads (runs/intake/layouts.py)
     max_notebook_mb: float = None  # the limit on a notebook without its outputs (default: notebook.py's)
 
     def __post_init__(self):
@@ -80,9 +81,12 @@ def grade_batch(assignment, paths, outputs=None, out_dir=None, scheduler=None, o
     scheduler = scheduler or LocalScheduler(options.jobs)
     isolation = scheduler.require_sandbox(options.unsafe_no_sandbox)  # a cluster asks each worker
     verify(comparisons=False)  # the workers check the comparisons once they have torch
+    intake = take_in(assignment, paths, options)  # a path that is not there stops here, before anything runs
     folder = graded_folder(assignment, out_dir).make()
+    folder.write_intake(intake.rows)
     outputs = standard_outputs(assignment, folder) if outputs is None else list(outputs)
-    submissions = discover(paths, assignment.name)
+    submissions = intake.submissions
+    late.given(submissions)
     spec = _spec(assignment, folder, options, isolation, keep_notebook=any(o.needs_notebook for o in outputs))
     identical = IdenticalAnswers(assignment, spec, folder, read_source(assignment), read_release(assignment),
                                  use_cache=not options.force)
@@ -90,9 +94,9 @@ def grade_batch(assignment, paths, outputs=None, out_dir=None, scheduler=None, o
     todo, kept, stale = _split(submissions, folder, identical, late, options.force)
     clock("checking earlier results")
     report = BatchReport(skipped=len(kept), regraded=stale, out_dir=folder.root, phases=clock.phases,
-                         problems=[*((s.student_id, s.renamed) for s in submissions if s.renamed),
+                         problems=[*intake.problems, *((s.student_id, s.renamed) for s in submissions if s.renamed),
                                    *late.unreadable(submissions)])
-    record = _Recorder(outputs, late, {s.student_id: s.renamed for s in submissions if s.renamed}, report, on_result)
+    record = _Recorder(outputs, late, submissions, report, on_result)
     if todo and hasattr(scheduler, "start"):
         scheduler.start(spec, len(todo))  # its workers and sandboxes warm up while this process reads
     for result in scheduler.grade(spec, _Counted(identical.to_run(todo), len(todo))):
@@ -107,11 +111,31 @@ def grade_batch(assignment, paths, outputs=None, out_dir=None, scheduler=None, o
     clock("stopping the workers")
     report.results = _every_result(folder, [r for r in [*report.graded, *report.late_updated]
                                             if r.student_id not in record.unrecorded])
+    report.problems += _not_gradable(report.results, submissions)
     folder.record_wall_time(time.perf_counter() - started)
     record.finish(report.results, clock)
     report.changes = [change for output in outputs for change in getattr(output, "changes", [])]
     report.seconds = time.perf_counter() - started
     return report
+
+
+def take_in(assignment, paths, options=None, unpack_to=None):
+    """The Intake of `paths` (runs/intake): whose each file is, which are graded, and what a
+    person must look at. Zips are unpacked into the course's downloaded/<assignment>/unpacked/,
+    where a rerun finds the same files, or into `unpack_to` (a dry run's temporary folder).
+    `options`: a BatchOptions (its roster and pattern)."""
+    options = options or BatchOptions()
+    unpack_to = unpack_to or assignment.course.root / "downloaded" / assignment.name / "unpacked"
+    return discover(paths, assignment.name, roster=options.roster, pattern=options.pattern, unpack_to=unpack_to)
+
+
+def _not_gradable(results, submissions):
+    """[(student, why)] for this run's students whose notebook could not be graded at all (not a
+    notebook, damaged, too large): they have a 0 and a message, and someone should ask them for it."""
+    handed_in = {s.student_id for s in submissions}
+    return [(r.student_id, f"could not be graded ({r.notes[0] if r.notes else r.output}); it has 0 points"
+                           " and a message asking for a new file")
+            for r in results if r.status == INVALID and r.student_id in handed_in]
 
 
 def _late_work(assignment, options):
@@ -148,8 +172,9 @@ class _Recorder:
     student's output is that student's problem, said to the TA; the batch, and everyone else's
     result, goes on."""
 
-    def __init__(self, outputs, late, renamed, report, on_result):
-        self.outputs, self.late, self.renamed, self.report, self.on_result = outputs, late, renamed, report, on_result
+    def __init__(self, outputs, late, submissions, report, on_result):
+        self.outputs, self.late, self.report, self.on_result = outputs, late, report, on_result
+        self.submissions = {s.student_id: s for s in submissions}  # what the intake knows of each student
         self.unrecorded = set()  # students whose result file could not be written: no output shows their grade
 
     def __call__(self, result, notebook=None, graded=True):
@@ -161,9 +186,7 @@ class _Recorder:
             result = self.late.apply(result)  # a copy: the raw result stays as it is for identical answers
         except Exception as error:  # noqa: BLE001
             self.report.problems.append((result.student_id, f"the late policy could not be applied ({brief(error)})"))
-        if result.student_id in self.renamed and self.renamed[result.student_id] not in result.notes:
-            result = Result.from_json(result.to_json())  # never the raw result identical answers keep
-            result.add_note(self.renamed[result.student_id])
+        result = self._as_handed_in(result)
         if result.status != ERROR:  # a grader fault is retried next run
             result.graded_notebook = notebook
             self._add(result)
@@ -174,6 +197,22 @@ class _Recorder:
         self.report.graded.append(result)
         if self.on_result:
             self.on_result(result)
+
+    def _as_handed_in(self, result):
+        """`result` with what the intake knows of its student: their LMS identities, and notes on
+        a renamed id or older uploads that were replaced. A copy when anything is added: never
+        the raw result identical answers keep."""
+        submission = self.submissions.get(result.student_id)
+        if submission is None:
+            return result
+        notes = [note for note in (submission.renamed, replaced_note(submission)) if note and note not in result.notes]
+        if not notes and (not submission.lms or result.lms == submission.lms):
+            return result
+        result = Result.from_json(result.to_json())
+        result.lms = dict(submission.lms) or result.lms
+        for note in notes:
+            result.add_note(note)
+        return result
 
     def kept(self, results):
         """Earlier runs' results this run keeps: each recorded again, in every output, where the
@@ -214,6 +253,18 @@ class _Recorder:
             clock(output.what)
 
 
+def replaced_note(submission):
+    """The note for a student who uploaded the same file more than once, or ""."""
+    if not submission.replaced:
+        return ""
+    from autograder.untrusted import visible
+
+    older = ", ".join(visible(name, 80) for name in submission.replaced[:5])
+    more = f" and {len(submission.replaced) - 5} more" if len(submission.replaced) > 5 else ""
+    return (f"you uploaded this notebook more than once: your newest upload, {visible(submission.path.name, 120)},"
+            f" was graded, and the earlier {'ones' if len(submission.replaced) > 1 else 'one'} ({older}{more}) not")
+
+
 def graded_folder(assignment, out_dir=None):
     """The GradedFolder `out_dir` (a path or a GradedFolder), by default graded/<assignment>/."""
     if isinstance(out_dir, GradedFolder):
@@ -225,7 +276,7 @@ def write_outputs(outputs, results):
     """Every result into `outputs`, as a batch would (for results graded earlier): returns the
     problems, [(student, what the TA should know)]."""
     report = BatchReport()
-    recorder = _Recorder(outputs, None, {}, report, None)
+    recorder = _Recorder(outputs, None, [], report, None)
     for result in results:
         recorder._add(result)
     recorder.finish(results, lambda name: None)

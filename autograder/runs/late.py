@@ -213,6 +213,7 @@ class LateWork:
         self.policy, self.times, self.extensions = policy, dict(times or {}), extensions(roster)
         self.stamps = {}  # student id -> read_timestamp() of their notebook, read once
         self.recorded = {}  # student id -> the time an earlier run recorded for the same file
+        self.unparsed = {}  # student id -> why the time the intake found cannot be read
 
     def remember(self, earlier):
         """An earlier run's result of the very file graded now: the submission time it recorded
@@ -228,6 +229,8 @@ class LateWork:
         given for this run, else nbgrader's timestamp.txt, else one an earlier run recorded."""
         if self.times.get(student):
             return self.times[student], ""
+        if student in self.unparsed:
+            return None, self.unparsed[student]
         if path and student not in self.stamps:
             self.stamps[student] = read_timestamp(path)
         when, why = self.stamps.get(student, (None, ""))
@@ -238,17 +241,37 @@ class LateWork:
         assignment has a late policy (without one, their time does not matter)."""
         if self.policy is None:
             return []
-        found = [(s.student_id, self.submission_time(s.student_id, s.path)[1]) for s in submissions]
-        return [(student, f"submission time unreadable ({why}); no late penalty was applied")
-                for student, why in found if why]
+        found = [(s, *self.submission_time(s.student_id, s.path)) for s in submissions]
+        return [*((s.student_id, f"submission time unreadable ({why}); no late penalty was applied")
+                  for s, _, why in found if why),
+                *((s.student_id, "Canvas marks this submission late, but its time is not known here, so no late"
+                                 " penalty was applied: give the times with --submitted-at FILE")
+                  for s, when, why in found if when is None and not why and s.lms.get("canvas_late"))]
+
+    def given(self, submissions):
+        """Submission times the intake read where the files came from (a --pattern's timestamp
+        group): they count unless the TA gave this run a time for the student (--submitted-at)."""
+        for submission in submissions:
+            if submission.submitted_at and submission.student_id not in self.times:
+                try:
+                    self.times[submission.student_id] = _strict_time(submission.submitted_at)
+                except ValueError as error:
+                    self.unparsed[submission.student_id] = f"the time in its file name: {error}"
 
     def apply(self, result):
-        """`result` itself when nothing changes, else a copy with the penalty as its own line."""
+        """`result` itself when nothing changes, else a copy with the penalty as its own line.
+        Without a late policy the submission time is still recorded, where it is known."""
         from autograder.record import GRADED, Result
 
-        if self.policy is None or result.status != GRADED:
+        if result.status != GRADED:
             return result
         when, unreadable = self.submission_time(result.student_id, result.path)
+        if self.policy is None:
+            if when is None or result.submitted_at == when.isoformat():
+                return result
+            copy = Result.from_json(result.to_json())
+            copy.submitted_at = when.isoformat()
+            return copy
         copy = Result.from_json(result.to_json())
         if unreadable:
             copy.late_note = (f"the submission time could not be read ({unreadable}), so no late penalty was"
@@ -281,7 +304,8 @@ class LateWork:
             return None
         raw = without_penalty(recorded)
         now = self.apply(raw)
-        if (now.score, now.late_penalty, now.late_note) == (recorded.score, recorded.late_penalty, recorded.late_note):
+        if (now.score, now.late_penalty, now.late_note, now.submitted_at) == \
+                (recorded.score, recorded.late_penalty, recorded.late_note, recorded.submitted_at):
             return None
         return raw
 
