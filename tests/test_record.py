@@ -10,10 +10,15 @@ from autograder.record import CellError, CellScore, CheckOutcome, Result, all_re
 from helpers import ROOT, make_result
 
 
+CRASH = "exercises/causal_attention/checks/test_ex3.py:41: NameError: name 'torhc' is not defined"
+
+
 def sample(student="ada", status="graded"):
     """A result with every field set to something other than its default."""
     checks = [CheckOutcome("test_rows[0]", "rows sum to 1", True, 0.5),
-              CheckOutcome("test_rows[1]", "rows sum to 1", False, 1.0, "Softmax ran over the wrong dimension.")]
+              CheckOutcome("test_rows[1]", "rows sum to 1", False, 1.0, "Softmax ran over the wrong dimension."),
+              CheckOutcome("test_mask", "masks the future", False, 1.0, "This check could not run (NameError).",
+                           crash=CRASH)]
     cells = [CellScore("ex1", 2.0, 2.0, "all good"), CellScore("ex3", 1.5, 5.0, "see below", checks)]
     return make_result(student, cells, status, score=3.0, output=f"{student}: 3 / 7 points",
                        notes=["the read-only cell check-01 was edited (restored)"],
@@ -21,7 +26,8 @@ def sample(student="ada", status="graded"):
                        path=f"/in/{student}.ipynb",
                        notebook_sha256="ab" * 32, answers_key="cd" * 32, reused=True, reusable="ran to the end",
                        seed=7, submitted_at="2026-11-21T10:00:00+00:00", late_penalty=0.5,
-                       late_note="1 day late: -0.5 points", sandbox="bubblewrap", execution_time=1.25,
+                       late_note="1 day late: -0.5 points", sandbox="bubblewrap", lms={"canvas_id": "12345"},
+                       execution_time=1.25,
                        timings={"run_cells": 0.5}, graded_notebook={"cells": [], "metadata": {"secret": "x"}})
 
 
@@ -47,6 +53,15 @@ def test_a_result_survives_json_and_the_disk_with_every_field(tmp_path):
     write_result(tmp_path, result)
     assert read_result(tmp_path, "ada") == result
     assert [path.name for path in tmp_path.iterdir()] == ["ada.json"]  # no temporary file left behind
+
+
+def test_a_broken_check_is_kept_for_the_ta_and_only_where_one_broke():
+    result = sample()
+    assert result.check_crashes() == [("ex3", "test_mask", CRASH)]
+    checks = [check for test in result.to_json()["tests"] for check in test["extra_data"]["checks"]]
+    assert [check.get("crash") for check in checks] == [None, None, CRASH]  # no empty field on every check
+    assert Result.from_json(result.to_json()).check_crashes() == result.check_crashes()
+    assert make_result("ben", [("ex3", 5.0, 5.0)]).check_crashes() == []
 
 
 def test_the_graded_notebook_is_never_written(tmp_path):

@@ -221,21 +221,27 @@ def _exception(traceback_text, limit=300):
 
 def locate_crashes(assignment, folder, results, seed, unsafe_no_sandbox=False):
     """Where each hidden check that could not run broke (plugin.crash_of: file, line, exception),
-    one line each. Students only read that it could not run, so the result files do not say
-    where: the first submission it broke on is run again in a sandbox, its checks in this process."""
+    one line each. Students only read that it could not run; the result files keep where, for
+    TAs (`CheckOutcome.crash`). A result that does not (one graded before the grader kept it) has
+    the first submission it broke on run again in a sandbox, its checks in this process."""
     from autograder.checks.runner import ChecksBroken
     from autograder.grading.sandbox import SandboxBroken
     from autograder.grading.submission import assignment_sandbox
 
+    found = {}  # crash -> its line
     first = {}  # (graded cell, check) -> the first submission it could not run on, the solutions first
+    for name, result in sorted(results.items(), key=lambda item: item[0] != SOLUTIONS):
+        for cell, check, crash in result.check_crashes():
+            found.setdefault(crash, f"{crash} (check {cell} {check}, on {name})")
+    located = {(cell, check) for result in results.values() for cell, check, _ in result.check_crashes()}
     for name, result in sorted(results.items(), key=lambda item: item[0] != SOLUTIONS):
         for cell in result.cells:
             for check in cell.checks:
-                if check.message.startswith(COULD_NOT_RUN):
+                if check.message.startswith(COULD_NOT_RUN) and (cell.name, check.name) not in located:
                     first.setdefault((cell.name, check.name), name)
     if not first:
-        return []
-    found, box = {}, assignment_sandbox(assignment, assignment.limits, unsafe_no_sandbox)
+        return list(found.values())
+    box = assignment_sandbox(assignment, assignment.limits, unsafe_no_sandbox)
     try:
         for name in dict.fromkeys(first.values()):
             try:

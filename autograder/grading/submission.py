@@ -347,7 +347,8 @@ def build_result(spec, base, points, checks, notes, cell_errors, started):
     cells = [CellScore(name=grade_id, score=checks[grade_id].score(cell_points), max_score=cell_points,
                        output="\n".join(feedback_lines(checks[grade_id], cell_points)),
                        checks=[CheckOutcome(name=c.name, description=c.description, passed=c.passed,
-                                            weight=c.weight, message=c.message) for c in checks[grade_id].checks])
+                                            weight=c.weight, message=c.message, crash=c.crash)
+                               for c in checks[grade_id].checks])
              for grade_id, cell_points in points.items()]
     total = round(sum(cell.score for cell in cells), 2)
     output = [f"{base['student_id']}: {total:g} / {sum(points.values()):g} points"]

@@ -3,7 +3,8 @@
 Score distribution (a matplotlib histogram, embedded as PNG), per-exercise means
 and full-mark rates, the most common diagnostics (which mistake, how many
 students), the submissions that need a human (not gradable, stopped, tampered
-with, answer cells that crash) and the last batch's wall time.
+with, answer cells that crash), the hidden checks that broke (where and why, for TAs
+only: students read only that a check could not run) and the last batch's wall time.
 """
 import base64
 import io
@@ -17,7 +18,7 @@ from pathlib import Path
 from autograder.course import write_atomically
 from autograder.outputs.base import IMPORTS, Output
 from autograder.outputs.feedback import _css, environment
-from autograder.record import GRADED, cell_in_words
+from autograder.record import GRADED, broken_checks, cell_in_words
 
 # A number as Python or torch prints it: 3, -0.5, 2., 1e-3, -1.2340e+02, nan, -inf.
 NUMBER = re.compile(r"[-+]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|\b(?:nan|inf)\b)")
@@ -142,7 +143,7 @@ def render_report(assignment, results, layout, wall_time=None, similarity_csv=No
         histogram=histogram_png(totals, max_score or 1.0) if totals else "",
         histogram_alt=f"{len(totals)} students between {min(totals, default=0):g} and {max(totals, default=0):g} points",
         exercises=exercises, diagnostics=common_diagnostics(graded, layout.titles),
-        attention=needs_attention(results),
+        attention=needs_attention(results), broken=[text[:1].upper() + text[1:] for _, text in broken_checks(results)],
         unsandboxed=sorted(r.student_id for r in results if r.unsandboxed), similar=similar_pairs(similarity_csv))
 
 
