@@ -123,9 +123,12 @@ def test_the_bundle_hash_covers_what_judges_and_nothing_else(course):
     before = bundle_hash(assignment)
     (assignment.folder / "corpus.toml").write_text((assignment.folder / "corpus.toml").read_text() + "\n# more\n")
     assert bundle_hash(assignment) == before  # the corpus judges the checks, not students
-    for path in (assignment.solutions, assignment.folder / "assignment.toml",
-                 assignment.folder / "checks" / "common.py"):
-        path.write_text(path.read_text() + "\n# changed\n")
+    settings = assignment.folder / "assignment.toml"
+    settings.write_text(settings.read_text() + "\n# a comment\n[late]\ndue = 2026-11-20T23:59:00Z\npercent_per_day = 10\n")
+    assert bundle_hash(assignment) == before  # the late policy is applied afterwards (runs/late.py)
+    for path, more in ((assignment.solutions, "\n# changed\n"), (settings, "\n[limits]\ntimeout = 33\n"),
+                       (assignment.folder / "checks" / "common.py", "\n# changed\n")):
+        path.write_text(path.read_text() + more)
         assert bundle_hash(assignment) != before, path
         before = bundle_hash(assignment)
 

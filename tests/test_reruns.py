@@ -176,9 +176,11 @@ def late_class(tmp_path):
 def test_a_changed_or_removed_late_policy_reaches_every_student_and_the_gradebook(tmp_path):
     course, inputs, first = late_class(tmp_path)
     out = first.out_dir
-    set_policy(course, 20)  # assignment.toml is part of what grades: graded again (see identical.py)
-    second = grade_batch(assignment_of(course), inputs, scheduler=WeightScheduler())
-    assert second.skipped == 0 and second.regraded == 3
+    set_policy(course, 20)  # the late policy judges no answer: nobody runs, the penalties move
+    scheduler = WeightScheduler()
+    second = grade_batch(assignment_of(course), inputs, scheduler=scheduler)
+    assert scheduler.ran == [] and second.skipped == 3 and second.regraded == 0
+    assert sorted(result.student_id for result in second.late_updated) == ["given", "late"]
     for student, penalty in (("late", 4), ("given", 2)):  # "given": the time given before still counts
         result = read_result(out, student)
         assert result.late_penalty == penalty and result.score == 8 - penalty and result.raw_score == 8
@@ -196,6 +198,39 @@ def test_a_changed_or_removed_late_policy_reaches_every_student_and_the_gradeboo
     assert grades(out) == {"ontime": 8, "late": 8, "given": 8}
     assert "late penalty" not in (out / "feedback" / "late.html").read_text()
     assert not any(gradebook_penalties(course).values())  # nbgrader export subtracts nothing either
+
+
+def test_only_the_late_policy_changed_regrades_nobody_and_any_other_setting_regrades_everyone(tmp_path, capsys):
+    """The [late] table is left out of what judges a submission (grading/bundle.py): the penalty
+    is applied afterwards, from the current policy. Every other setting still regrades."""
+    from autograder.cli import _print_batch
+    from autograder.outputs.folder import GradedFolder
+
+    course, inputs, first = late_class(tmp_path)
+    out = first.out_dir
+    made = sorted(path.name for path in (out / ".answers").iterdir())
+    set_policy(course, 30)
+    scheduler = WeightScheduler()
+    report = grade_batch(assignment_of(course), inputs, scheduler=scheduler)
+    assert scheduler.ran == [] and report.graded == [] and report.regraded == 0 and report.skipped == 3
+    assert sorted(result.student_id for result in report.late_updated) == ["given", "late"]
+    assert {student: read_result(out, student).late_penalty for student in ("ontime", "late", "given")} == \
+        {"ontime": 0, "late": 6, "given": 3}  # 30% of the 10 points a started day: 2 days and 1
+    assert grades(out) == {"ontime": 8, "late": 2, "given": 5}
+    assert gradebook_penalties(course) == {"ontime": None, "late": 6, "given": 3}
+    assert sorted(path.name for path in (out / ".answers").iterdir()) == made  # the same answers keys
+    _print_batch(report, Namespace(assignment="causal_attention", verbose=False), GradedFolder(out))
+    printed = " ".join(capsys.readouterr().out.split())
+    assert "graded 0, failed 0, skipped 3 (already graded), late penalty updated for 2 skipped" in printed
+
+    settings = course / "exercises" / "causal_attention" / "assignment.toml"
+    for old, new in (("diagnoses_named_min = 0.9", "diagnoses_named_min = 0.8"),  # a table's setting
+                     ('title = "Causal attention"', 'title = "Causal attention, again"')):  # a top-level one
+        settings.write_text(settings.read_text().replace(old, new))
+        scheduler = WeightScheduler()
+        report = grade_batch(assignment_of(course), inputs, scheduler=scheduler)
+        assert len(scheduler.ran) == 1 and report.regraded == 3 and report.skipped == 0, new  # identical answers: one run
+        assert read_result(out, "late").late_penalty == 6  # the policy still applies to the new results
 
 
 def test_the_penalty_of_a_skipped_student_follows_a_new_extension_or_time(tmp_path):

@@ -10,16 +10,22 @@ only TLS between client, scheduler and workers helps.)
 """
 import hashlib
 import io
+import json
 import os
 import shutil
 import tarfile
 import tempfile
+import tomllib
 from pathlib import Path
 
 import autograder
-from autograder.course import copy_assignment
+from autograder.course import SETTINGS, copy_assignment
 
 BUNDLE_SKIPS = ("corpus.toml", "examples.toml", "notebook.md")  # they change no grade (notebook.md via source)
+# Tables of assignment.toml that judge no answer: the late policy is applied to each result
+# afterwards, always from the current [late] table (runs/late.py), so editing it recomputes the
+# penalties without grading anyone again.
+SETTINGS_SKIPS = ("late",)
 
 
 def _files_digest(digest, root, paths):
@@ -30,14 +36,33 @@ def _files_digest(digest, root, paths):
 
 
 def bundle_hash(assignment):
-    """The hash of everything on the trusted side that judges a submission."""
+    """The hash of everything on the trusted side that judges a submission: assignment.toml
+    as its settings but SETTINGS_SKIPS (`judging_settings`), every other file as its bytes."""
     digest = hashlib.sha256()
     folder = assignment.folder
-    _files_digest(digest, folder, (p for p in folder.rglob("*") if p.name not in BUNDLE_SKIPS))
+    settings = folder / SETTINGS
+    _files_digest(digest, folder, (p for p in folder.rglob("*") if p.name not in BUNDLE_SKIPS and p != settings))
+    digest.update(f"{SETTINGS}\0".encode() + hashlib.sha256(judging_settings(settings)).digest())
     for path in (assignment.solutions, assignment.source_notebook, assignment.release_notebook):
         _files_digest(digest, path.parent, [path])
     digest.update(engine_hash().encode())
     return digest.hexdigest()
+
+
+def judging_settings(path):
+    """The settings file at `path` as the bundle hash sees it: every setting but the tables in
+    SETTINGS_SKIPS, as canonical JSON (so a comment or the order of keys changes nothing either).
+    A file that cannot be read as TOML counts as its bytes: grading stops on it anyway."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return b""
+    try:
+        settings = tomllib.loads(data.decode())
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return data
+    judged = {key: value for key, value in settings.items() if key not in SETTINGS_SKIPS}
+    return json.dumps(judged, sort_keys=True, default=str).encode()
 
 
 def engine_hash():

@@ -7,7 +7,9 @@ hash of everything that can change its result:
 * what runs: the sanitized cells, in order, and what sanitizing restored;
 * what judges it: the course bundle (the assignment's checks, settings, sandbox
   code and hints, the solutions, the source and release notebooks) and the
-  grader's own code;
+  grader's own code. Not the late policy (`[late]` in assignment.toml, see
+  grading/bundle.py): results are kept as graded, before any penalty, and the
+  penalty is applied from the current policy whenever a result is recorded;
 * how: the batch's seed, the limits and the isolation.
 
 Within a batch only the first submission of each key is run; the others get a
@@ -21,7 +23,8 @@ machine under load), so the next batch runs those answers again. Changing a chec
 solutions, the seed or the grader changes every key, so nothing stale is reused.
 
 The same key tells a rerun whether a student's earlier result of the same file is still
-current (`current`): one made with other checks, settings or grader is graded again.
+current (`current`): one made with other checks, settings or grader is graded again; one
+whose late policy alone changed is kept, and its penalty recomputed (runs/late.py).
 `.answers/<key>.made` holds what each key was made with but the answers and the seed (the
 bundle, limits and isolation), so a rerun that changed nothing reads no notebook again.
 """
