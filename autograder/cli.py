@@ -361,34 +361,40 @@ def cmd_gradescope(args):
 
 
 def cmd_export(args):
-    """Write the autograded totals as Canvas's or Moodle's gradebook import CSV."""
-    from autograder.grading.notebook import grade_cells
-    from autograder.runs.batch import read_source
-    from autograder.outputs import lms
+    """The final grade file: autograded + written (formgrader) + extra credit - late, for an
+    assignment or the course, as a plain CSV or Canvas's or Moodle's import."""
+    from autograder.outputs import final, lms
+    from autograder.runs.finalgrades import export
 
-    assignment, folder, results = _graded(args, args.results)
-    if not results:
-        return 1
     try:
         roster = lms.read_roster(args.roster) if args.roster else None
-        column = args.column or assignment.title
-        if args.lms == "canvas":
-            export = lms.canvas(results, column, sum(grade_cells(read_source(assignment)).values()), roster)
-        else:
-            export = lms.moodle(results, column, roster, key=args.key)
+        report = export(_course(args), args.assignments, args.format, roster=roster, key=args.key, out=args.out,
+                        results_dir=args.results, column=args.column)
     except lms.RosterError as error:
         console.print(f"[red]autograder export: {shown(error, 2000)}[/red]", highlight=False)
         return 2
-    target = write_atomically(Path(args.out or folder.root / f"{args.lms}-{assignment.name}.csv"), export.text)
-    console.print(f"wrote {target}: {export.exported} grades for {args.lms.capitalize()}'s gradebook import"
-                  " (autograded points only: written answers graded in formgrader are not in it)")
-    for label, students in (("on the roster but not graded (left empty)", export.without_result),
-                            ("graded but not on the roster (not in the file)", export.not_on_roster),
-                            ("not graded yet because of a grader error (left empty)", export.not_finished)):
+    graded = report.students(final.GRADED) + report.students(final.NOT_GRADABLE)
+    what = {"csv": "the final grades", "canvas": "Canvas's gradebook import", "moodle": "Moodle's grade import"}
+    console.print(f"wrote {report.target}: {what[args.format]} of {', '.join(a.name for a in report.assignments)}"
+                  f" (autograded + written answers from formgrader + extra credit - late penalty),"
+                  f" {len(graded)} {'student' if len(graded) == 1 else 'students'} with a final grade", highlight=False)
+    export_found = report.export or lms.Export("")
+    waiting = report.students(final.NEEDS_GRADING)
+    lines = [("written answers still to grade in formgrader (no final grade yet)", waiting),
+             ("not graded yet because of a grader error: run `autograder grade` again", report.students(final.NOT_YET)),
+             ("on the roster with nothing handed in (left empty)", report.students(final.NO_SUBMISSION)),
+             ("graded but not on the roster (not in the file)", export_found.not_on_roster),
+             ("late penalty differs under the current late policy or roster: run `autograder grade` again",
+              [f"{student} ({name})" for name, student in report.stale_penalties])]
+    for label, students in lines:
         if students:
             console.print(f"[yellow]{len(students)} {label}:[/yellow] {shown(', '.join(students), 2000)}",
                           highlight=False)
-    return 0
+    for name in report.empty:
+        console.print(f"[yellow]{name} has no results yet[/yellow]: grade it with `autograder grade {name} PATH`.",
+                      highlight=False)
+    unfinished = waiting or report.students(final.NOT_YET) or report.stale_penalties or report.empty
+    return 1 if unfinished or export_found.not_on_roster else 0
 
 
 def cmd_similarity(args):
@@ -623,15 +629,20 @@ def _results_commands(sub):
                    help="let the bundle grade without bubblewrap where Gradescope's image cannot run it"
                         " (student code then runs as a separate user, not in a sandbox)")
     p.set_defaults(func=cmd_gradescope)
-    p = sub.add_parser("export", help="write the grades as Canvas's or Moodle's gradebook import CSV")
-    p.add_argument("lms", choices=["canvas", "moodle"])
-    p.add_argument("assignment")
-    p.add_argument("--roster", help="CSV mapping student_id to the LMS's identities (see outputs/lms.py)")
-    p.add_argument("--out", help="CSV to write (default: RESULTS/LMS-ASSIGNMENT.csv)")
-    p.add_argument("--results", help="results folder (default: COURSE/graded/ASSIGNMENT)")
-    p.add_argument("--column", help="the grade column's name (default: the assignment's title)")
-    p.add_argument("--key", choices=["id_number", "email"], default="id_number",
-                   help="Moodle: match students by ID number (default) or email")
+    p = sub.add_parser("export", help="the final grade file (autograded + formgrader's points - late) as a CSV, or"
+                                      " Canvas's or Moodle's import; for assignments or the course")
+    p.add_argument("format", choices=["csv", "canvas", "moodle"])
+    p.add_argument("assignments", nargs="*", metavar="ASSIGNMENT",
+                   help="the assignments in the file (default: every assignment of the course, a column each)")
+    p.add_argument("--roster", help="CSV mapping student_id to the LMS's identities (see docs/tas.md)")
+    p.add_argument("--out", help="file to write (default: RESULTS/FORMAT-ASSIGNMENT.csv for one assignment,"
+                                 " COURSE/graded/FORMAT-course.csv for the course; FORMAT csv writes final-)")
+    p.add_argument("--results", help="one assignment's results folder (default: COURSE/graded/ASSIGNMENT)")
+    p.add_argument("--column", help="one assignment's grade column name (default: the assignment's title)")
+    p.add_argument("--key", choices=["id_number", "email", "participant"],
+                   help="Moodle: match students by ID number (the default with a roster), email, or the"
+                        " participant numbers of its download (the grading worksheet; the default without a roster"
+                        " when every notebook came from a Moodle download)")
     p.set_defaults(func=cmd_export)
     p = sub.add_parser("similarity", help="rank pairs of students by similar answers (similarity.html, .csv)")
     p.add_argument("assignment")

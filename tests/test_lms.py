@@ -4,7 +4,7 @@ import io
 
 import pytest
 
-from autograder.outputs import lms
+from autograder.outputs import final, lms
 from autograder.record import ERROR, GRADED, INVALID, write_result
 from helpers import cli, make_result, new_course
 
@@ -24,6 +24,11 @@ def rows(text):
     return list(csv.reader(io.StringIO(text)))
 
 
+def graded(results, title="Causal attention", roster=None, out_of=26.0):
+    """One assignment's final grades: every cell autograded (no written answers), out of `out_of`."""
+    return [final.assignment_grades("causal_attention", title, results, {"ex1": out_of}, {}, roster=roster)]
+
+
 @pytest.fixture
 def roster(tmp_path):
     path = tmp_path / "roster.csv"
@@ -32,7 +37,7 @@ def roster(tmp_path):
 
 
 def test_canvas_has_its_columns_the_points_row_and_every_roster_student(roster):
-    export = lms.canvas(RESULTS, "Causal attention", 26, roster)
+    export = lms.canvas(graded(RESULTS, roster=roster), roster)
     table = rows(export.text)
     assert table[0] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "Causal attention"]
     assert table[1] == ["Points Possible", "", "", "", "", "26"]
@@ -45,18 +50,18 @@ def test_canvas_has_its_columns_the_points_row_and_every_roster_student(roster):
 
 
 def test_moodle_by_id_number_or_email(roster):
-    table = rows(lms.moodle(RESULTS, "Causal attention", roster).text)
+    table = rows(lms.moodle(graded(RESULTS, roster=roster), roster).text)
     assert table[0] == ["ID number", "Causal attention"] and ["A002", "17.8"] in table
-    table = rows(lms.moodle(RESULTS, "Causal attention", roster, key="email").text)
+    table = rows(lms.moodle(graded(RESULTS, roster=roster), roster, key="email").text)
     assert table[0] == ["Email address", "Causal attention"] and ["ada@uni.example", "26"] in table
-    with pytest.raises(lms.RosterError, match="by email or id_number, not name"):
-        lms.moodle(RESULTS, "x", roster, key="name")
+    with pytest.raises(lms.RosterError, match="by email or id_number \\(or participant\\), not name"):
+        lms.moodle(graded(RESULTS, roster=roster), roster, key="name")
 
 
 def test_without_a_roster_student_ids_are_the_lms_ids():
-    table = rows(lms.canvas(RESULTS, "A", 26).text)
+    table = rows(lms.canvas(graded(RESULTS, "A")).text)
     assert ["s1", "", "s1", "", "", "26"] in table and len(table) == 2 + len(RESULTS)
-    table = rows(lms.moodle(RESULTS, "A").text)
+    table = rows(lms.moodle(graded(RESULTS, "A")).text)
     assert ["stranger", "12"] in table
 
 
@@ -77,9 +82,9 @@ def test_a_roster_without_the_needed_ids_is_refused(tmp_path):
     path.write_text("student_id,email\ns1,a@x\n")
     roster = lms.read_roster(path)
     with pytest.raises(lms.RosterError, match="Canvas matches students"):
-        lms.canvas(RESULTS, "A", 26, roster)
+        lms.canvas(graded(RESULTS, "A", roster), roster)
     with pytest.raises(lms.RosterError, match="no id_number for s1"):
-        lms.moodle(RESULTS, "A", roster)
+        lms.moodle(graded(RESULTS, "A", roster), roster)
 
 
 def test_the_export_command(tmp_path):
@@ -90,11 +95,16 @@ def test_the_export_command(tmp_path):
         write_result(out, item)
     (tmp_path / "roster.csv").write_text(ROSTER)
     done = cli("export", "canvas", "causal_attention", "--course", course, "--roster", tmp_path / "roster.csv")
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.returncode == 1, done.stdout + done.stderr  # s4 is not graded yet; "stranger" is not on the roster
     said = " ".join(done.stdout.split())
-    assert "3 grades" in said and "not graded (left empty): s5" in said and "not on the roster" in said
+    # only s3's is final: an invalid notebook's 0; the others' written answers wait for formgrader
+    assert "1 student with a final grade" in said and "nothing handed in (left empty): s5" in said
+    assert "3 written answers still to grade in formgrader (no final grade yet): s1, s2, stranger" in said
+    assert "1 graded but not on the roster (not in the file): stranger" in said
+    assert "not graded yet because of a grader error: run `autograder grade` again: s4" in said
     table = rows((out / "canvas-causal_attention.csv").read_text())
-    assert table[1][-1] == "26" and table[0][-1] == "Causal attention"
+    assert table[1][-1] == "30" and table[0][-1] == "Causal attention"  # every cell's points, written answers too
+    assert [row[-1] for row in table[2:]] == ["", "", "0", "", ""]
     done = cli("export", "moodle", "causal_attention", "--course", course, "--roster", tmp_path / "missing.csv")
     assert done.returncode == 2 and "cannot read the roster" in " ".join(done.stdout.split())
 
@@ -104,11 +114,11 @@ def test_a_student_id_or_name_is_never_a_formula_in_an_export(start):
     """OWASP's CSV injection: a cell starting with = + - @ tab or CR runs as a formula in a
     spreadsheet; it gets a quote in front, and the points stay numbers."""
     evil = f"{start}HYPERLINK(\"http://x.example\",\"click\")"
-    canvas = rows(lms.canvas([make_result(evil, [("ex1", 26, 26.0)])], "Causal attention", 26).text)
+    canvas = rows(lms.canvas(graded([make_result(evil, [("ex1", 26, 26.0)])])).text)
     assert canvas[2][0] == "'" + evil and canvas[2][2] == "'" + evil and canvas[2][5] == "26"
     roster = {"s1": {"student_id": "s1", "name": evil, "sis_user_id": "A001", "id_number": evil}}
-    roster_rows = rows(lms.canvas([make_result("s1", [("ex1", 26, 26.0)])], "Causal attention", 26, roster).text)
+    roster_rows = rows(lms.canvas(graded([make_result("s1", [("ex1", 26, 26.0)])], roster=roster), roster).text)
     assert roster_rows[2][0] == "'" + evil
-    moodle = rows(lms.moodle([make_result(evil, [("ex1", 17.8, 26.0)])], "Causal attention").text)
+    moodle = rows(lms.moodle(graded([make_result(evil, [("ex1", 17.8, 26.0)])])).text)
     assert moodle[1] == ["'" + evil, "17.8"]
-    assert rows(lms.canvas([make_result("plain", [("ex1", 1, 26.0)])], "=SUM(1)", 26).text)[0][5] == "'=SUM(1)"
+    assert rows(lms.canvas(graded([make_result("plain", [("ex1", 1, 26.0)])], "=SUM(1)")).text)[0][5] == "'=SUM(1)"

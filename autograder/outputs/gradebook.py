@@ -369,3 +369,26 @@ def _naive_utc(text):
 
     moment = datetime.fromisoformat(text)
     return moment.astimezone(timezone.utc).replace(tzinfo=None) if moment.tzinfo else moment
+
+
+def read_manual_scores(course, assignment, db_url=None):
+    """{student: {cell: (manual score or None, extra credit or None)}} of `assignment`'s notebook
+    in nbgrader's gradebook, as formgrader left them: the points a TA gave written answers, and
+    any autograded cell a TA overrode. Read only; {} when the course has no gradebook yet."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    db_url = db_url or gradebook_url(course)
+    if db_url.startswith("sqlite:///") and not Path(db_url.removeprefix("sqlite:///")).exists():
+        return {}
+    found = {}
+    with _quiet(), Gradebook(db_url) as gradebook:
+        try:
+            submissions = gradebook.assignment_submissions(assignment)
+        except MissingEntry:
+            return {}
+        for submission in submissions:
+            notebook = next((n for n in submission.notebooks if n.name == assignment), None)
+            if notebook is not None:
+                found[submission.student.id] = {grade.name: (grade.manual_score, grade.extra_credit)
+                                                for grade in notebook.grades}
+    return found

@@ -1,21 +1,21 @@
-"""Grades for a learning management system: Canvas's and Moodle's gradebook import CSVs.
+"""Grades for a learning management system: Canvas's and Moodle's import CSVs, from the final grades.
 
-`grades.csv` is ours; an LMS wants its own columns and its own student
-identities. A roster (CSV, one row per student) maps our student ids (the
-submission folders' names) to them:
+Every grade here is a final grade (outputs/final.py): autograded points, the written
+answers graded in formgrader, extra credit, minus the late penalty. An LMS wants its own
+columns and its own student identities. A roster (CSV, one row per student) maps our
+student ids to them:
 
-    student_id,name,canvas_id,sis_user_id,sis_login_id,section,email,id_number,extension_hours
+    student_id,name,canvas_id,sis_user_id,sis_login_id,section,email,id_number,extension_hours,moodle_participant
 
-Only `student_id` is required; the columns an export needs must be there for
-the students it exports (`extension_hours` is for grading late work, see
-runs/late.py). Without a roster, our student ids are used as the
-LMS's own identifiers (Canvas's SIS User ID, Moodle's ID number), which is right
-when submissions were collected under those ids.
+Only `student_id` is required; the columns an export needs must be there for the students
+it exports (`extension_hours` is for late work, see runs/late.py). Without a roster, what
+the intake read from the download is used (Canvas's user id, Moodle's participant number),
+else our student ids stand for the LMS's own (Canvas's SIS User ID, Moodle's ID number).
 
-Nobody is dropped in silence: students on the roster without a result, and
-results whose student is not on the roster, are returned so the command can
-list them. A roster student without a result gets an empty cell (the LMS then
-leaves that grade alone) rather than a zero that nobody decided.
+Nobody is dropped in silence: students on the roster without a result, results whose
+student is not on the roster, and students whose written answers wait for a TA are
+returned so the command can list them. A cell with no final grade is left empty (the LMS
+then leaves that grade alone) rather than a zero that nobody decided.
 
 Every text cell is written so that a spreadsheet shows it as text: a student id or
 name starting with = + - @ (a formula) gets a quote in front (see untrusted.py).
@@ -24,10 +24,11 @@ import csv
 import io
 from dataclasses import dataclass, field
 
+from autograder.outputs import final
 from autograder.untrusted import for_spreadsheet
 
 ROSTER_COLUMNS = ("student_id", "name", "canvas_id", "sis_user_id", "sis_login_id", "section", "email", "id_number",
-                  "extension_hours")
+                  "extension_hours", "moodle_participant")
 CANVAS_COLUMNS = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
 MOODLE_KEYS = {"email": "Email address", "id_number": "ID number"}
 
@@ -43,6 +44,7 @@ class Export:
     without_result: list = field(default_factory=list)  # on the roster, not graded
     not_on_roster: list = field(default_factory=list)  # graded, not on the roster (not in the file)
     not_finished: list = field(default_factory=list)  # graded with a grader error: no grade yet
+    needs_grading: list = field(default_factory=list)  # written answers not graded yet: left empty
 
 
 def read_roster(path):
@@ -65,67 +67,115 @@ def read_roster(path):
         raise RosterError(f"{path}: cannot read the roster ({error})") from None
 
 
-def _people(results, roster):
-    """[(student id, roster row, result or None)] in roster order (then the rest), and the
-    lists of who is missing on which side."""
-    by_student = {r.student_id: r for r in results}
-    if roster is None:
-        roster = {student: {"student_id": student, "sis_user_id": student, "id_number": student}
-                  for student in sorted(by_student)}
+def _people(assignments, roster):
+    """[(student id, roster row)] in roster order (then the rest), and an Export saying who is
+    missing on which side. Without a roster each student's row is made from what the intake
+    recorded (Canvas's user id, the LMS's name), else their id stands for the LMS's own."""
+    graded = {}
+    for grades in assignments:
+        for student, grade in grades.grades.items():
+            if grade.status != final.NO_SUBMISSION:
+                graded.setdefault(student, grade)
     export = Export(text="")
-    people = []
-    for student, row in roster.items():
-        result = by_student.get(student)
-        if result is None:
+    if roster is None:
+        people = [(student, _identity(student, grade.lms)) for student, grade in sorted(graded.items())]
+    else:
+        people = [(student, row) for student, row in roster.items()]
+        export.not_on_roster = sorted(set(graded) - set(roster))
+    for student, _ in people:
+        found = [grades.grades.get(student) for grades in assignments]
+        if all(grade is None or grade.status == final.NO_SUBMISSION for grade in found):
             export.without_result.append(student)
-        elif not result.finished:
-            export.not_finished.append(student)
-            result = None
-        people.append((student, row, result))
-    export.not_on_roster = sorted(set(by_student) - set(roster))
+        for grade in found:
+            if grade is not None and grade.status == final.NOT_YET and student not in export.not_finished:
+                export.not_finished.append(student)
+            if grade is not None and grade.status == final.NEEDS_GRADING and student not in export.needs_grading:
+                export.needs_grading.append(student)
     return people, export
 
 
-def _points(result):
-    return "" if result is None else f"{result.score:g}"
+def _identity(student, lms):
+    """A roster row for a student graded without a roster."""
+    if lms.get("canvas_id"):
+        return {"student_id": student, "name": lms.get("lms_name") or student, "canvas_id": lms["canvas_id"]}
+    row = {"student_id": student, "sis_user_id": student, "id_number": student, "name": lms.get("lms_name", "")}
+    if lms.get("moodle_participant"):
+        row["moodle_participant"] = lms["moodle_participant"]
+    return row
 
 
-def canvas(results, column, points_possible, roster=None):
-    """Canvas's gradebook import: identity columns, one assignment column, a Points Possible row."""
-    people, export = _people(results, roster)
+def _points(grade):
+    """An LMS cell: the final total, or empty while it is not known (the LMS leaves the grade alone)."""
+    return "" if grade is None or grade.total is None else f"{grade.total:g}"
+
+
+def canvas(assignments, roster=None):
+    """Canvas's gradebook import: identity columns, a column per assignment, a Points Possible row.
+    `assignments`: [final.AssignmentGrades], each a column named by its title."""
+    people, export = _people(assignments, roster)
     needed = ("canvas_id", "sis_user_id", "sis_login_id")
-    unidentified = [s for s, row, _ in people if not any(row.get(k) for k in needed)]
+    unidentified = [s for s, row in people if not any(row.get(k) for k in needed)]
     if unidentified:
         raise RosterError(f"Canvas matches students by ID, SIS User ID or SIS Login ID; the roster has none"
                           f" of them for {', '.join(unidentified[:5])}{' and more' if len(unidentified) > 5 else ''}")
     handle = io.StringIO(newline="")
     writer = csv.writer(handle)
-    writer.writerow([*CANVAS_COLUMNS, for_spreadsheet(column)])
-    writer.writerow(["Points Possible", "", "", "", "", f"{points_possible:g}"])
-    for student, row, result in people:
+    writer.writerow([*CANVAS_COLUMNS, *(for_spreadsheet(grades.title) for grades in assignments)])
+    writer.writerow(["Points Possible", "", "", "", "", *(f"{grades.out_of:g}" for grades in assignments)])
+    for student, row in people:
+        cells = [_points(grades.grades.get(student)) for grades in assignments]
         writer.writerow([*map(for_spreadsheet, (row.get("name") or student, row.get("canvas_id", ""),
                                                 row.get("sis_user_id", ""), row.get("sis_login_id", ""),
-                                                row.get("section", ""))), _points(result)])
-        export.exported += result is not None
+                                                row.get("section", ""))), *cells])
+        export.exported += any(cells)
     export.text = handle.getvalue()
     return export
 
 
-def moodle(results, column, roster=None, key="id_number"):
-    """Moodle's grade import CSV: one identity column (ID number or email), one grade column."""
+def moodle(assignments, roster=None, key="id_number"):
+    """Moodle's grade import CSV: one identity column (ID number or email), a column per assignment.
+    key "participant": the assignment's offline grading worksheet instead (Identifier "Participant
+    N", as Moodle names its downloads; one assignment only)."""
+    if key == "participant":
+        return moodle_worksheet(assignments, roster)
     if key not in MOODLE_KEYS:
-        raise RosterError(f"Moodle matches students by {' or '.join(MOODLE_KEYS)}, not {key}")
-    people, export = _people(results, roster)
-    unidentified = [s for s, row, _ in people if not row.get(key)]
+        raise RosterError(f"Moodle matches students by {' or '.join(MOODLE_KEYS)} (or participant), not {key}")
+    people, export = _people(assignments, roster)
+    unidentified = [s for s, row in people if not row.get(key)]
     if unidentified:
         raise RosterError(f"the roster has no {key} for {', '.join(unidentified[:5])}"
                           f"{' and more' if len(unidentified) > 5 else ''}")
     handle = io.StringIO(newline="")
     writer = csv.writer(handle)
-    writer.writerow([MOODLE_KEYS[key], for_spreadsheet(column)])
-    for student, row, result in people:
-        writer.writerow([for_spreadsheet(row[key]), _points(result)])
-        export.exported += result is not None
+    writer.writerow([MOODLE_KEYS[key], *(for_spreadsheet(grades.title) for grades in assignments)])
+    for student, row in people:
+        cells = [_points(grades.grades.get(student)) for grades in assignments]
+        writer.writerow([for_spreadsheet(row[key]), *cells])
+        export.exported += any(cells)
     export.text = handle.getvalue()
     return export
 
+
+def moodle_worksheet(assignments, roster=None):
+    """Moodle's offline grading worksheet for one assignment: Identifier ("Participant N", the number in
+    the name of each student's download), Full name, Grade, Maximum Grade. Upload it on the
+    assignment's page (Grading action: Upload grading worksheet)."""
+    if len(assignments) != 1:
+        raise RosterError("Moodle's grading worksheet holds one assignment: name it (or use --key id_number)")
+    (grades,) = assignments
+    people, export = _people(assignments, roster)
+    handle = io.StringIO(newline="")
+    writer = csv.writer(handle)
+    writer.writerow(["Identifier", "Full name", "Grade", "Maximum Grade"])
+    for student, row in people:
+        grade = grades.grades.get(student)
+        participant = (grade.lms.get("moodle_participant") if grade else "") or row.get("moodle_participant", "")
+        if not participant:
+            export.not_on_roster.append(student)  # nothing Moodle can match it by
+            continue
+        cell = _points(grade)
+        writer.writerow([f"Participant {participant}", for_spreadsheet(row.get("name") or student), cell,
+                         f"{grades.out_of:g}"])
+        export.exported += bool(cell)
+    export.text = handle.getvalue()
+    return export

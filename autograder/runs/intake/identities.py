@@ -2,8 +2,9 @@
 
 Canvas names each file with the student's Canvas user id, which the roster's `canvas_id`
 column maps to our student id. Moodle names each student by full name and a participant
-number that differs between assignments, so the roster's `name` column maps it (in any
-order of the words, case and accents aside: "Doe, Jane" is "Jane Doe"). nbgrader's tree,
+number that differs between assignments, so the roster's `moodle_participant` column (where
+a TA copied it from the grading worksheet) or else its `name` column maps it (in any order
+of the words, case and accents aside: "Doe, Jane" is "Jane Doe"). nbgrader's tree,
 a pattern and a folder of <student id>.ipynb already use our ids; a roster then says who
 is not on it (a test folder, a stray file).
 
@@ -34,11 +35,13 @@ class Identities:
 
     def __init__(self, roster=None):
         self.roster = roster  # {student id: row}, or None
-        self.by_canvas = {}
+        self.by_canvas, self.by_participant = {}, {}
         self.by_name = defaultdict(list)
         for student, row in (roster or {}).items():
             if row.get("canvas_id"):
                 self.by_canvas[row["canvas_id"]] = student
+            if row.get("moodle_participant"):  # copied from the assignment's grading worksheet
+                self.by_participant[row["moodle_participant"]] = student
             if row.get("name"):
                 self.by_name[name_key(row["name"])].append(student)
         self.problems = []  # (file or student, why)
@@ -56,6 +59,8 @@ class Identities:
                 self._not_on_roster(item, f"Canvas user {item.key} ({item.name})", "canvas_id")
             return student or f"{item.name.lower()}-{item.key}"
         if item.layout == "moodle":
+            if item.lms["moodle_participant"] in self.by_participant:
+                return self.by_participant[item.lms["moodle_participant"]]
             matches = self.by_name.get(name_key(item.name), []) if self.roster is not None else []
             if len(matches) == 1:
                 return matches[0]

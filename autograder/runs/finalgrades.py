@@ -1,0 +1,102 @@
+"""`autograder export`: the final grade file, for one assignment or the whole course.
+
+It reads each assignment's results (graded/<assignment>/), the written answers' points a TA
+entered in formgrader (nbgrader's gradebook) and the roster, adds them up in one place
+(outputs/final.py), and writes one file: plain CSV, Canvas's import or Moodle's.
+"""
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from autograder.course import CourseError, write_atomically
+from autograder.grading.notebook import grade_cells, manual_cells
+from autograder.outputs import final, lms
+from autograder.outputs.gradebook import read_manual_scores
+from autograder.runs.batch import graded_folder, read_source
+from autograder.runs.late import LatePolicy, LateWork
+
+FORMATS = ("csv", "canvas", "moodle")
+
+
+@dataclass
+class ExportReport:
+    target: Path
+    assignments: list  # [final.AssignmentGrades]
+    export: lms.Export = None  # who is missing on which side (Canvas and Moodle)
+    stale_penalties: list = field(default_factory=list)  # (assignment, student): the policy now says otherwise
+    empty: list = field(default_factory=list)  # assignments with no results yet
+
+    def students(self, status):
+        return sorted({s for a in self.assignments for s, g in a.grades.items() if g.status == status})
+
+
+def assignment_grades(assignment, roster=None, results_dir=None, column=None):
+    """final.AssignmentGrades of one assignment, and [students whose late penalty the current
+    policy would change] (they need `autograder grade` again, which updates every output)."""
+    folder = graded_folder(assignment, results_dir)
+    results = folder.results()
+    source = read_source(assignment)
+    try:
+        manual = read_manual_scores(assignment.course.root, assignment.name)
+    except Exception as error:  # noqa: BLE001 (SQLAlchemy's and nbgrader's many errors: one clear line)
+        raise CourseError(f"nbgrader's gradebook could not be read for {assignment.name}, so the written answers'"
+                          f" points are unknown ({type(error).__name__}: {error})") from None
+    grades = final.assignment_grades(assignment.name, column or assignment.title, results, grade_cells(source),
+                                     manual_cells(source), manual, roster)
+    return grades, _stale_penalties(assignment, results, roster)
+
+
+def _stale_penalties(assignment, results, roster):
+    policy = LatePolicy.from_settings(assignment.late_settings, f"{assignment.folder / 'assignment.toml'} [late]")
+    late = LateWork(policy, None, roster)
+    return [result.student_id for result in results if late.refresh(result) is not None]
+
+
+def export(course, names, form, roster=None, key=None, out=None, results_dir=None, column=None):
+    """Write the final grade file of the assignments `names` (all of the course's when empty) in
+    `form` (FORMATS); returns an ExportReport."""
+    if form not in FORMATS:
+        raise CourseError(f"the final grade file is one of {', '.join(FORMATS)}, not {form}")
+    chosen = [course.assignment(name) for name in names] if names else course.assignments()
+    if not chosen:
+        raise CourseError(f"the course {course.root} has no assignments yet")
+    if (results_dir or column) and len(chosen) != 1:
+        raise CourseError("--results and --column go with one assignment")
+    report = ExportReport(target=None, assignments=[])
+    for assignment in chosen:
+        grades, stale = assignment_grades(assignment, roster, results_dir, column)
+        if not any(g.status != final.NO_SUBMISSION for g in grades.grades.values()):
+            report.empty.append(assignment.name)
+        report.assignments.append(grades)
+        report.stale_penalties += [(assignment.name, student) for student in stale]
+    text = _text(report, form, roster, key)
+    single = len(chosen) == 1 and names
+    default = (graded_folder(chosen[0], results_dir).root / f"{_prefix(form)}-{chosen[0].name}.csv" if single
+               else course.root / "graded" / f"{_prefix(form)}-course.csv")
+    target = Path(out) if out else default
+    target.parent.mkdir(parents=True, exist_ok=True)
+    report.target = write_atomically(target, text)
+    return report
+
+
+def _prefix(form):
+    return "final" if form == "csv" else form
+
+
+def _text(report, form, roster, key):
+    assignments = report.assignments
+    if form == "csv":
+        return final.assignment_csv(assignments[0]) if len(assignments) == 1 else final.course_csv(assignments, roster)
+    if form == "canvas":
+        report.export = lms.canvas(assignments, roster)
+    else:
+        report.export = lms.moodle(assignments, roster, key=key or _moodle_key(assignments, roster))
+    return report.export.text
+
+
+def _moodle_key(assignments, roster):
+    """By ID number with a roster; without one, by participant when every student came from a Moodle
+    download of this one assignment (the numbers in its file names), else by our ids as ID numbers."""
+    if roster is not None or len(assignments) != 1:
+        return "id_number"
+    grades = [g for g in assignments[0].grades.values() if g.status != final.NO_SUBMISSION]
+    return "participant" if grades and all(g.lms.get("moodle_participant") for g in grades) else "id_number"
