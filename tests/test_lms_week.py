@@ -108,6 +108,8 @@ def check_week(course, done, grades):
     assert "eve: could not be graded (the file is not valid JSON" in out
     intake = (course / "graded" / ASSIGNMENT / "intake.csv").read_text()
     assert "replaced by a newer upload" in intake and "not graded: not a notebook" in intake
+    report = (course / "graded" / ASSIGNMENT / "report.html").read_text()
+    assert "Files not graded" in report and f"{ASSIGNMENT}.py" in report
 
 
 @pytest.mark.usefixtures("sandbox_required")

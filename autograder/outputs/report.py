@@ -118,7 +118,13 @@ def similar_pairs(path, shown=5):
         return [row for _, row in zip(range(shown), csv.DictReader(handle))]
 
 
-def render_report(assignment, results, layout, wall_time=None, similarity_csv=None):
+def not_graded(intake_rows):
+    """intake.csv's rows for files that were not graded as a student's notebook (another upload of
+    theirs was, the file is not a notebook, nobody's name is on it), for the report."""
+    return [row for row in intake_rows if not row.get("outcome", "").startswith("graded")]
+
+
+def render_report(assignment, results, layout, wall_time=None, similarity_csv=None, intake_rows=()):
     graded = [r for r in results if r.status == GRADED]
     cells = [name for name in layout.titles]
     max_score = max((r.max_score for r in results), default=0.0)
@@ -144,7 +150,8 @@ def render_report(assignment, results, layout, wall_time=None, similarity_csv=No
         histogram_alt=f"{len(totals)} students between {min(totals, default=0):g} and {max(totals, default=0):g} points",
         exercises=exercises, diagnostics=common_diagnostics(graded, layout.titles),
         attention=needs_attention(results), broken=[text[:1].upper() + text[1:] for _, text in broken_checks(results)],
-        unsandboxed=sorted(r.student_id for r in results if r.unsandboxed), similar=similar_pairs(similarity_csv))
+        unsandboxed=sorted(r.student_id for r in results if r.unsandboxed), similar=similar_pairs(similarity_csv),
+        not_graded=not_graded(intake_rows))
 
 
 class ClassReport(Output):
@@ -172,6 +179,7 @@ class ClassReport(Output):
     def finish(self, results):
         if self.warming is not None:
             self.warming.join()  # no thread is left importing when a caller forks again
-        page = render_report(self.assignment, results, self.layout, self.folder.wall_time, self.folder.similarity_csv)
+        page = render_report(self.assignment, results, self.layout, self.folder.wall_time, self.folder.similarity_csv,
+                             self.folder.intake())
         write_atomically(self.folder.report, page)
         return []
