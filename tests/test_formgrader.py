@@ -99,3 +99,60 @@ def test_a_manual_score_entered_in_formgrader_reaches_nbgrader_export(formgrader
     assert manual_score(course, "ada", "q1")[0] == 1
     after = exported_scores(course)
     assert after["ada"] == 27 and after["ben"] == before["ben"]
+
+
+def enter_in_formgrader(browser, base, course, student, points):
+    """Type each written answer's points into the student's formgrader page, as a TA does."""
+    _, submission_id = manual_score(course, student, "q1")
+    browser.get(f"{base}/formgrader/submissions/{submission_id}/")
+    for question, value in points.items():
+        field = WebDriverWait(browser, 30).until(expected_conditions.element_to_be_clickable((By.ID, question)))
+        field.clear()
+        field.send_keys(f"{value:g}")
+        field.send_keys(Keys.TAB)  # leaving the field saves it
+    deadline = time.monotonic() + 30
+    while any(manual_score(course, student, q)[0] != v for q, v in points.items()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert all(manual_score(course, student, q)[0] == v for q, v in points.items()), student
+
+
+@pytest.mark.slow
+def test_the_final_grade_file_holds_autograded_plus_formgraders_points_minus_late(formgrader, tmp_path):
+    """Issue 35: after a TA scores the concept questions in formgrader (headless Chromium), `autograder
+    export csv` holds autograded + written - late for every student, out of the notebook's 30."""
+    from helpers import cli
+
+    course, base = formgrader
+    written = {"ada": {"q1": 1, "q2": 1, "q3": 1, "q4": 1}, "ben": {"q1": 0.5, "q2": 1, "q3": 0, "q4": 1},
+               "cy": {"q1": 1, "q2": 0, "q3": 0.5, "q4": 0.5}, "dee": {"q1": 0, "q2": 0, "q3": 0, "q4": 0},
+               "fay": {"q1": 1, "q2": 1, "q3": 1, "q4": 0.25}}
+    browser = start_browser()
+    try:
+        for student, points in written.items():
+            enter_in_formgrader(browser, base, course, student, points)
+    finally:
+        browser.quit()
+    # ben handed in two days late under a policy set afterwards: the rerun changes only his penalty
+    settings = course / "exercises" / ASSIGNMENT / "assignment.toml"
+    settings.write_text(settings.read_text() + "\n[late]\ndue = 2026-11-20T23:59:00Z\npercent_per_day = 10\n")
+    (course / "submitted" / "ben" / ASSIGNMENT / "timestamp.txt").write_text("2026-11-22 12:00:00 UTC")
+    rerun = cli("grade", ASSIGNMENT, course / "submitted", "--course", course)
+    assert "graded 0," in " ".join(rerun.stdout.split()), rerun.stdout + rerun.stderr
+    done = cli("export", "csv", ASSIGNMENT, "--course", course)
+    assert done.returncode == 0, done.stdout + done.stderr
+    with open(course / "graded" / ASSIGNMENT / "grades.csv", newline="") as handle:
+        autograded = {row["student_id"]: row for row in csv.DictReader(handle)}
+    with open(course / "graded" / ASSIGNMENT / f"final-{ASSIGNMENT}.csv", newline="") as handle:
+        final = {row["student_id"]: row for row in csv.DictReader(handle)}
+    assert set(final) == set(written)
+    assert float(autograded["ben"]["late_penalty"]) == pytest.approx(26 * 0.2 if float(
+        autograded["ben"]["raw_total"]) >= 5.2 else float(autograded["ben"]["raw_total"]))
+    for student, points in written.items():
+        row = final[student]
+        expected = float(autograded[student]["raw_total"]) + sum(points.values()) - float(
+            autograded[student]["late_penalty"])
+        assert row["status"] == "graded" and float(row["out_of"]) == 30, row
+        assert float(row["total"]) == pytest.approx(max(0.0, expected)), (student, row)
+    assert float(final["ben"]["late_penalty"]) > 0
+    exported = exported_scores(course)  # nbgrader's own export agrees, penalty and all
+    assert {s: pytest.approx(float(final[s]["total"])) for s in written} == {s: exported[s] for s in written}

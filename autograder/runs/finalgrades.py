@@ -48,6 +48,8 @@ def assignment_grades(assignment, roster=None, results_dir=None, column=None):
 def _stale_penalties(assignment, results, roster):
     policy = LatePolicy.from_settings(assignment.late_settings, f"{assignment.folder / 'assignment.toml'} [late]")
     late = LateWork(policy, None, roster)
+    for result in results:
+        late.remember(result)  # the time it recorded counts where the file has moved since
     return [result.student_id for result in results if late.refresh(result) is not None]
 
 
