@@ -156,3 +156,37 @@ def test_the_final_grade_file_holds_autograded_plus_formgraders_points_minus_lat
     assert float(final["ben"]["late_penalty"]) > 0
     exported = exported_scores(course)  # nbgrader's own export agrees, penalty and all
     assert {s: pytest.approx(float(final[s]["total"])) for s in written} == {s: exported[s] for s in written}
+
+
+@pytest.mark.slow
+def test_a_notebook_that_lost_its_metadata_shows_its_written_answers_in_formgrader(formgrader, tmp_path):
+    """Issue 35: a student copied everything into a new notebook (no nbgrader metadata). Their
+    answers are found by place: full marks, no tracebacks, one note, and formgrader shows their
+    own written answers, not the release's YOUR ANSWER HERE."""
+    import json
+
+    import nbformat
+
+    from helpers import cli, example
+    from test_matching import WRITTEN, copied, with_written_answers
+
+    course, base = formgrader
+    notebook = copied(with_written_answers(example("ada")))
+    folder = course / "submitted" / "zed" / ASSIGNMENT
+    folder.mkdir(parents=True)
+    nbformat.write(notebook, folder / f"{ASSIGNMENT}.ipynb")
+    done = cli("grade", ASSIGNMENT, course / "submitted", "--course", course)
+    assert "graded 1," in " ".join(done.stdout.split()), done.stdout + done.stderr
+    result = json.loads((course / "graded" / ASSIGNMENT / "zed.json").read_text())
+    assert result["score"] == 26 and result["extra_data"]["cell_errors"] == []
+    assert len(result["extra_data"]["notes"]) == 1 and "lost the grader's markers" in result["extra_data"]["notes"][0]
+    _, submission_id = manual_score(course, "zed", "q1")
+    browser = start_browser()
+    try:
+        browser.get(f"{base}/formgrader/submissions/{submission_id}/")
+        WebDriverWait(browser, 30).until(expected_conditions.element_to_be_clickable((By.ID, "q1")))
+        page = browser.page_source
+        full_page_screenshot(browser, tmp_path / "formgrader-zed.png", 1200)
+    finally:
+        browser.quit()
+    assert all(text in page for text in WRITTEN.values()) and "YOUR ANSWER HERE" not in page

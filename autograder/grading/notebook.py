@@ -28,6 +28,7 @@ MAX_FILE_BYTES = 512 * 2**20
 # adds tens more. 150,000 cells in a 15 MB notebook cost the grader 1.6 GiB without this bound.
 MAX_CELLS = 2000
 MAX_TAMPERING_NOTES = 20  # then one line says how many more
+MAX_DELETED_NAMED = 3  # more deleted cells than this are one note, not one each
 
 
 class InvalidNotebook(Exception):
@@ -188,7 +189,11 @@ def _same_meta(a, b):
 
 
 def sanitize(notebook, source, release):
-    """Restore locked cells from `source` by grade id and say what the student changed."""
+    """Restore locked cells from `source` by grade id and say what the student changed. Cells
+    that lost their grade ids are first recognised by where they sit (grading/matching.py)."""
+    from autograder.grading.matching import recognise
+
+    notebook, recognised = recognise(notebook, source, release)
     source_cells = {m["grade_id"]: c for c in source.cells if (m := _meta(c))}
     release_cells = {m["grade_id"]: c for c in release.cells if (m := _meta(c))}
     tampering, used, cells = [], set(), []
@@ -209,7 +214,14 @@ def sanitize(notebook, source, release):
         released = release_cells.get(grade_id, source_cells[grade_id])
         cells.append(_restored(cell, meta, source_cells[grade_id], released, tampering))
     order = [m["grade_id"] for c in source.cells if (m := _meta(c))]
-    _restore_deleted(cells, order, used, source_cells, release_cells, tampering)
+    deleted = _restore_deleted(cells, order, used, source_cells, release_cells)
+    if recognised:
+        tampering.insert(0, _recognised_note(recognised))
+    elif len(deleted) > MAX_DELETED_NAMED:
+        tampering.append(f"{len(deleted)} of the exercise's cells were missing from your notebook and were put back"
+                         f" from the release (answers among them count as unanswered): {_listed(deleted)}")
+    else:
+        tampering += [f"cell {grade_id} was deleted (restored from the release)" for grade_id in deleted]
     clean = nbformat.v4.new_notebook(metadata=source.metadata)
     clean.cells = cells
     to_run = [(_name(c, i), c.source) for i, c in enumerate(cells)
@@ -234,14 +246,33 @@ def _restored(cell, meta, original, released, tampering):
     return answer
 
 
-def _restore_deleted(cells, order, used, source_cells, release_cells, tampering):
+def _recognised_note(recognised):
+    """The one note for a notebook whose cells had lost their grade ids (grading/matching.py)."""
+    if recognised.copied:
+        note = ("your notebook's cells had lost the grader's markers (as happens when work is copied into a new"
+                " notebook), so your answers were found by where they sit among the exercise's cells")
+    else:
+        note = (f"{_listed(list(recognised.found))} had lost the grader's marker, so the cell in its place was"
+                " taken for it")
+    if recognised.missing:
+        note += f"; these answers could not be found and count as unanswered: {_listed(recognised.missing)}"
+    return note
+
+
+def _listed(names, shown=8):
+    more = len(names) - shown
+    return ", ".join(names[:shown]) + (f" and {more} more" if more > 0 else "")
+
+
+def _restore_deleted(cells, order, used, source_cells, release_cells):
     """Put back, in `cells`, each graded cell of the source (grade ids in `order`) the student
-    deleted: after the cell that comes before it in the source."""
+    deleted: after the cell that comes before it in the source. Returns their grade ids."""
+    deleted = []
     for index, grade_id in enumerate(order):
         if grade_id in used:
             continue
         released = release_cells.get(grade_id, source_cells[grade_id])
-        tampering.append(f"cell {grade_id} was deleted (restored from the release)")
+        deleted.append(grade_id)
         restored = _copy(source_cells[grade_id])
         if not (_meta(restored).get("locked") or _is_hidden_test(_meta(restored))):
             restored.source = released.source  # a deleted answer counts as unanswered
@@ -249,6 +280,7 @@ def _restore_deleted(cells, order, used, source_cells, release_cells, tampering)
         position = 0 if before is None else 1 + next(i for i, c in enumerate(cells) if _grade_id(c) == before)
         cells.insert(position, restored)
         used.add(grade_id)
+    return deleted
 
 
 def _capped(tampering):
