@@ -150,10 +150,11 @@ def _print_release_warm_up(what):
 
 
 def cmd_demo(args):
-    """Build and release, then grade the example submissions with `autograder grade`."""
+    """Build and release, then grade the example submissions with `autograder grade`, in the
+    course's demo/ copy: the example students never join the real class."""
     from autograder.runs.batch import grade_batch, graded_folder, standard_outputs
     from autograder.authoring.build import write_source
-    from autograder.authoring.examples import write_examples
+    from autograder.authoring.examples import demo_course, write_examples
     from autograder.authoring.nbgrader_steps import generate_assignment
 
     course = _course(args)
@@ -164,15 +165,18 @@ def cmd_demo(args):
         write_source(assignment)
         console.print(f"Releasing {assignment.name} with nbgrader generate_assignment ...")
         generate_assignment(assignment)
-        students = write_examples(assignment, course.submitted)
+    demo = demo_course(course)
+    for assignment in demo.assignments():
+        students = write_examples(assignment, demo.submitted)
         console.print(f"Grading {len(students)} example submissions of {assignment.name} in sandboxes ...")
         folder = graded_folder(assignment)
-        report = grade_batch(assignment, [course.submitted], standard_outputs(assignment, folder), out_dir=folder,
+        report = grade_batch(assignment, [demo.submitted], standard_outputs(assignment, folder), out_dir=folder,
                              force=True, jobs=os.cpu_count() or 1, unsafe_no_sandbox=args.unsafe_no_sandbox)
         print_results(report.results, assignment.name)
         console.print(f"Class report: {folder.report}; feedback pages: {folder.feedback}")
-    console.print(f"Done in {time.perf_counter() - started:.1f} s. Results: {course.root / 'graded'};"
-                  f" gradebook: {course.gradebook} (try `nbgrader export`).")
+    console.print(f"Done in {time.perf_counter() - started:.1f} s. The example students are graded in {demo.root}, a"
+                  f" copy of the course, never in its own gradebook: results in {demo.root / 'graded'}; gradebook"
+                  f" {demo.gradebook} (try `cd {demo.root} && nbgrader export`).")
     return 0
 
 
@@ -200,9 +204,10 @@ def cmd_grade(args):
     if args.memory_mb:
         limits["memory_bytes"] = args.memory_mb * 2**20
     progress = _Progress()
-    folder = graded_folder(assignment, args.out)
+    folder = graded_folder(assignment, args.out or (Path(args.scratch) / "graded" / assignment.name if args.scratch
+                                                    else None))
     try:
-        report = grade_batch(assignment, args.paths, standard_outputs(assignment, folder), out_dir=folder,
+        report = grade_batch(assignment, args.paths, standard_outputs(assignment, folder, args.scratch), out_dir=folder,
                              jobs=args.jobs or os.cpu_count() or 1, limits=limits, force=args.force,
                              seed=args.seed, on_result=progress.advance, unsafe_no_sandbox=args.unsafe_no_sandbox,
                              submitted_at=times, roster=roster, scheduler=scheduler,
@@ -398,6 +403,30 @@ def cmd_export(args):
     return 1 if unfinished or export_found.not_on_roster else 0
 
 
+def cmd_remove(args):
+    """Take students (a test folder, a stray file, a dropped student) out of an assignment's grading."""
+    from autograder.runs.remove import put_back, remove
+
+    assignment = _assignment(args)
+    if args.undo:
+        back = put_back(assignment, args.students, args.out)
+        for student in back:
+            console.print(f"{shown(student)}: will be graded again by the next `autograder grade`", highlight=False)
+        missing = [s for s in args.students if s not in back]
+        for student in missing:
+            console.print(f"[yellow]{shown(student)}[/yellow]: was not removed", highlight=False)
+        return 1 if missing else 0
+    done, problems = remove(assignment, args.students, force=args.force, results_dir=args.out)
+    for removal in done:
+        if removal.problem:
+            problems.append((removal.student, removal.problem))
+        else:
+            console.print(f"{shown(removal.student)}: " + shown("; ".join(removal.done), 1000)
+                          + "; the next runs leave them out", highlight=False)
+    print_problems(problems, rest="the others were removed")
+    return 1 if problems else 0
+
+
 def cmd_similarity(args):
     """Rank pairs of students by similar answers and shared wrong results (evidence, not a verdict)."""
     from autograder.runs.batch import read_release, write_outputs
@@ -585,6 +614,9 @@ def _grade_command(sub):
                    help="notebooks, folders or zips: nbgrader's submitted/ tree, a Canvas or Moodle download"
                         " (zipped or unpacked), or a folder of <student id>.ipynb")
     p.add_argument("--out", help="results folder (default: COURSE/graded/ASSIGNMENT)")
+    p.add_argument("--scratch", metavar="DIR",
+                   help="a trial run: results, nbgrader gradebook and autograded notebooks all go under DIR, never"
+                        " into the course's (formgrader and `nbgrader export` do not see it)")
     p.add_argument("--jobs", type=int, default=0, help="parallel workers (default: number of cores)")
     p.add_argument("--timeout", type=float, default=0,
                    help="seconds per submission (default: the assignment's, else 120)")
@@ -645,6 +677,14 @@ def _results_commands(sub):
                         " participant numbers of its download (the grading worksheet; the default without a roster"
                         " when every notebook came from a Moodle download)")
     p.set_defaults(func=cmd_export)
+    p = sub.add_parser("remove", help="take students (a test folder, a stray file) out of an assignment's results,"
+                                      " gradebook and grade files; the next runs leave them out")
+    p.add_argument("assignment")
+    p.add_argument("students", nargs="+", metavar="STUDENT")
+    p.add_argument("--force", action="store_true", help="also when a TA entered points for them in formgrader")
+    p.add_argument("--undo", action="store_true", help="put them back: the next `autograder grade` grades them")
+    p.add_argument("--out", help="results folder (default: COURSE/graded/ASSIGNMENT)")
+    p.set_defaults(func=cmd_remove)
     p = sub.add_parser("similarity", help="rank pairs of students by similar answers (similarity.html, .csv)")
     p.add_argument("assignment")
     p.add_argument("--results", help="results folder (default: COURSE/graded/ASSIGNMENT)")

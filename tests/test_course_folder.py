@@ -59,12 +59,14 @@ def test_keeps_the_shape(student, rng):
         assert "Clean" in out, out
         assert "Sandbox: warmed up on the untouched release" in out, out
     out = autograder("demo", cwd=course)  # the example students of both, graded in sandboxes
+    demo = course / "demo"  # ... in the course's demo copy, never its own class
     for name in ("warmup", "scaling"):
-        rows = {r["student_id"]: r for r in csv.DictReader(open(course / "graded" / name / "grades.csv"))}
+        rows = {r["student_id"]: r for r in csv.DictReader(open(demo / "graded" / name / "grades.csv"))}
         assert float(rows["ada"]["total"]) == 1 and float(rows["dee"]["total"]) == 0, rows
-    scaling = (course / "graded" / "scaling" / "ada.json").read_text()
+    scaling = (demo / "graded" / "scaling" / "ada.json").read_text()
     assert "Keeps the shape of a 3-d tensor" in scaling  # the edited check ran
-    assert (course / "gradebook.db").is_file() and "Course:" in out
+    assert (demo / "gradebook.db").is_file() and "Course:" in out
+    assert not (course / "graded").exists() and not (course / "submitted").exists()
     assert package_state() == before  # nothing written into the package
 
 

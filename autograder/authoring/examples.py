@@ -61,3 +61,28 @@ def write_examples(assignment, submitted_dir):
         nbformat.write(nb, path)
         paths[student] = path
     return paths
+
+
+DEMO = "demo"  # the demo's own course, inside the course: COURSE/demo/
+DEMO_MARK = ".autograder-demo"  # a folder the demo made (and may replace)
+
+
+def demo_course(course):
+    """COURSE/demo/: a copy of the course (exercises, solutions, source, release, nbgrader's
+    config) with nothing graded, for the demo's example students. Their submissions, results,
+    autograded notebooks and gradebook stay there, so they never join the real class in
+    formgrader or `nbgrader export` (`cd demo && nbgrader export` shows them). Made afresh on
+    every demo; a demo/ folder the demo did not make is refused, never replaced."""
+    import shutil
+
+    from autograder.course import copy_course
+
+    target = course.root / DEMO
+    if target.exists():
+        if not (target / DEMO_MARK).is_file():
+            raise CourseError(f"{target} exists and the demo did not make it: rename it, or run the demo in another"
+                              " course (the demo grades its example students in COURSE/demo/)")
+        shutil.rmtree(target)
+    demo = copy_course(course, target)
+    (target / DEMO_MARK).write_text("made by `autograder demo`: removed and made again by the next demo\n")
+    return demo

@@ -5,6 +5,7 @@
     report.html              the class report
     grades.csv, changes.csv  the grades, and whose score a regrade moved
     intake.csv               every file the last run was handed, whose it is and what became of it
+    removed.json             students a TA removed (`autograder remove`): never graded again until put back
     similarity.csv, .html    `autograder similarity`
     history/<run>/           results (and changes.csv) a regrade replaced
     .answers/<key>.json      results identical answers may be given (see runs/identical.py)
@@ -90,6 +91,20 @@ class GradedFolder:
                 return list(csv.DictReader(handle))
         except (OSError, csv.Error, UnicodeDecodeError):
             return []
+
+    # -- students a TA removed -----------------------------------------------------------------
+    removed_json = property(lambda self: self.root / "removed.json")
+
+    def removed(self):
+        """{student id: when and why they were removed}, from removed.json ({} when none are)."""
+        try:
+            found = json.loads(self.removed_json.read_text())
+            return {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
+        except (OSError, ValueError):
+            return {}
+
+    def set_removed(self, removed):
+        write_atomically(self.removed_json, json.dumps(dict(sorted(removed.items())), indent=1))
 
     # -- the batch's own file ------------------------------------------------------------
     _batch_file = property(lambda self: self.root / ".batch.json")

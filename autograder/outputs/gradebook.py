@@ -293,11 +293,11 @@ class GradebookWriter:
     opened, say).
     """
 
-    def __init__(self, course, assignment):
+    def __init__(self, course, assignment, db_url=None):
         import queue
         import threading
 
-        self.course, self.assignment = course, assignment
+        self.course, self.assignment, self.db_url = course, assignment, db_url
         self.queue = queue.Queue()
         self.error = None
         self.failed = {}  # student -> why, from the last write of their result
@@ -310,7 +310,7 @@ class GradebookWriter:
     def _run(self):
         try:
             with IMPORTS:  # nbgrader and SQLAlchemy load here
-                gradebook = GradebookSync(self.course, self.assignment)
+                gradebook = GradebookSync(self.course, self.assignment, self.db_url)
             # Opened in this thread: an SQLite connection belongs to the thread that made it.
             with gradebook:
                 while True:
@@ -341,19 +341,20 @@ class Gradebook(Output):
 
     what = "its grades in nbgrader's gradebook"
 
-    def __init__(self, course_root, assignment, results_in):
-        self.course_root, self.assignment, self.results_in = course_root, assignment, results_in
+    def __init__(self, course_root, assignment, results_in, db_url=None):
+        """`db_url`: another gradebook than the course's (a scratch one, `grade --scratch`)."""
+        self.course_root, self.assignment, self.results_in, self.db_url = course_root, assignment, results_in, db_url
         self.writer = None
 
     def add(self, result):
         if self.writer is None:  # a thread only now: the workers are made (a forked pool copies this process)
-            self.writer = GradebookWriter(self.course_root, self.assignment)
+            self.writer = GradebookWriter(self.course_root, self.assignment, self.db_url)
         self.writer.add(result)
 
     def finish(self, results):
         try:
             if self.writer is None:
-                unwritten = sync_gradebook(self.course_root, self.assignment, results)
+                unwritten = sync_gradebook(self.course_root, self.assignment, results, self.db_url)
             else:
                 unwritten = self.writer.finish(results)
         except Exception as error:  # noqa: BLE001 (the JSON results are safe; the other outputs follow)
@@ -392,3 +393,31 @@ def read_manual_scores(course, assignment, db_url=None):
                 found[submission.student.id] = {grade.name: (grade.manual_score, grade.extra_credit)
                                                 for grade in notebook.grades}
     return found
+
+
+def remove_submission(course, assignment, student, db_url=None, force=False):
+    """Take one student's submission of `assignment` out of nbgrader's gradebook (formgrader,
+    `nbgrader export`), and the student too when nothing else of theirs is left (a test folder,
+    a stray file). Returns what was done, in words. Points a TA entered by hand are lost with
+    it, so a submission that has any is removed only with `force` (else ValueError says so)."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    db_url = db_url or gradebook_url(course)
+    if db_url.startswith("sqlite:///") and not Path(db_url.removeprefix("sqlite:///")).exists():
+        return "not in nbgrader's gradebook (there is none)"
+    with _quiet(), Gradebook(db_url) as gradebook:
+        try:
+            submission = gradebook.find_submission(assignment, student)
+        except MissingEntry:
+            return "not in nbgrader's gradebook"
+        entered = sorted(grade.name for notebook in submission.notebooks for grade in notebook.grades
+                         if grade.manual_score is not None or grade.extra_credit)
+        if entered and not force:
+            raise ValueError(f"{student} has points a TA entered in formgrader ({', '.join(entered)}), which would be"
+                             " lost: add --force to remove them too")
+        gradebook.remove_submission(assignment, student)
+        left = gradebook.find_student(student).submissions
+        if not left:
+            gradebook.remove_student(student)
+            return "removed from nbgrader's gradebook, with the student (nothing else of theirs was there)"
+        return "its submission removed from nbgrader's gradebook"

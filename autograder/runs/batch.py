@@ -55,14 +55,18 @@ class BatchOptions:
             raise CourseError(f"the notebook size limit is a number of MB above 0, not {self.max_notebook_mb}")
 
 
-def standard_outputs(assignment, folder):
+def standard_outputs(assignment, folder, scratch=None):
     """Everything `autograder grade` writes, in the order each result reaches them: the result
     file first (the others show nothing it lacks), then pages, nbgrader's gradebook and
-    autograded/ notebooks, the class report; grades.csv at the end."""
+    autograded/ notebooks, the class report; grades.csv at the end. `scratch`: a folder for
+    the gradebook (scratch/gradebook.db) and autograded/ notebooks instead of the course's,
+    so a trial run never reaches formgrader or `nbgrader export`."""
     source = read_source(assignment)
     layout, course = layout_of(source), assignment.course
+    db_url = f"sqlite:///{Path(scratch).resolve() / 'gradebook.db'}" if scratch else None
+    autograded = Path(scratch) / "autograded" if scratch else course.autograded
     return [ResultFiles(folder), FeedbackPages(folder, layout),
-            Gradebook(course.root, assignment.name, folder.root), AutogradedNotebooks(course.autograded, assignment.name),
+            Gradebook(course.root, assignment.name, folder.root, db_url), AutogradedNotebooks(autograded, assignment.name),
             GradesCsv(folder, grade_cells(source)), ClassReport(folder, assignment.name, layout)]
 
 
@@ -83,9 +87,9 @@ def grade_batch(assignment, paths, outputs=None, out_dir=None, scheduler=None, o
     verify(comparisons=False)  # the workers check the comparisons once they have torch
     intake = take_in(assignment, paths, options)  # a path that is not there stops here, before anything runs
     folder = graded_folder(assignment, out_dir).make()
+    submissions = _not_removed(intake, folder.removed())
     folder.write_intake(intake.rows)
     outputs = standard_outputs(assignment, folder) if outputs is None else list(outputs)
-    submissions = intake.submissions
     late.given(submissions)
     spec = _spec(assignment, folder, options, isolation, keep_notebook=any(o.needs_notebook for o in outputs))
     identical = IdenticalAnswers(assignment, spec, folder, read_source(assignment), read_release(assignment),
@@ -127,6 +131,15 @@ def take_in(assignment, paths, options=None, unpack_to=None):
     options = options or BatchOptions()
     unpack_to = unpack_to or assignment.course.root / "downloaded" / assignment.name / "unpacked"
     return discover(paths, assignment.name, roster=options.roster, pattern=options.pattern, unpack_to=unpack_to)
+
+
+def _not_removed(intake, removed):
+    """The intake's submissions but those of students a TA removed (runs/remove.py), whose rows say so."""
+    for row in intake.rows:
+        if row.student_id in removed and row.outcome.startswith("graded"):
+            row.outcome = (f"not graded: {removed[row.student_id]} (`autograder remove ASSIGNMENT"
+                           f" {row.student_id} --undo` grades them again)")
+    return [s for s in intake.submissions if s.student_id not in removed]
 
 
 def _not_gradable(results, submissions):
