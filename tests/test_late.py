@@ -167,3 +167,45 @@ def test_a_due_date_or_a_ta_s_time_outside_the_sane_years_is_refused(tmp_path):
     (tmp_path / "times.csv").write_text("student_id,submitted_at\nx,0001-01-01T00:00:00+01:00\n")
     with pytest.raises(LateError, match="line 2: 0001-01-01T00:00:00"):
         read_times(tmp_path / "times.csv")
+
+
+def test_the_submission_time_is_recorded_without_a_late_policy(tmp_path):
+    """timestamp.txt says when it was handed in: that is worth keeping with no policy to apply."""
+    from autograder.runs.late import LateWork
+    from helpers import make_result
+
+    folder = tmp_path / "ada" / "causal_attention"
+    folder.mkdir(parents=True)
+    (folder / "timestamp.txt").write_text("2026-11-20 10:00:00.000000 UTC")
+    result = make_result("ada", [("ex1", 2, 2.0)], path=str(folder / "causal_attention.ipynb"))
+    recorded = LateWork(None).apply(result)
+    assert recorded.submitted_at == "2026-11-20T10:00:00+00:00"
+    assert recorded.score == 2 and recorded.late_penalty == 0 and recorded.late_note == ""
+    assert result.submitted_at == ""  # a copy: the raw result identical answers keep is untouched
+
+
+@pytest.mark.parametrize("stamp, expected", [
+    ("2026-11-20-15-00-00", "2026-11-20T15:00:00+00:00"),  # nbgrader's FileNameCollector example
+    ("20261120T150000", "2026-11-20T15:00:00+00:00"),
+    ("2026-11-20T15:00:00+01:00", "2026-11-20T15:00:00+01:00"),
+])
+def test_a_time_read_from_a_file_name_counts_for_the_late_policy(stamp, expected):
+    from autograder.grading.notebook import Submission
+    from autograder.runs.late import LateWork
+    from helpers import make_result
+
+    late = LateWork(LatePolicy.from_settings({"due": "2026-11-20T12:00:00Z", "percent_per_day": 10}))
+    late.given([Submission("ada", "ada.ipynb", submitted_at=stamp)])
+    result = late.apply(make_result("ada", [("ex1", 10, 10.0)]))
+    assert result.submitted_at == expected and result.late_penalty == 1.0
+
+
+def test_a_time_in_a_file_name_that_is_not_one_is_named():
+    from autograder.grading.notebook import Submission
+    from autograder.runs.late import LateWork
+
+    late = LateWork(LatePolicy.from_settings({"due": "2026-11-20T12:00:00Z", "percent_per_day": 10}))
+    submissions = [Submission("ada", "ada.ipynb", submitted_at="2026-13-40-15-00-00")]
+    late.given(submissions)
+    [(student, why)] = late.unreadable(submissions)
+    assert student == "ada" and "the time in its file name" in why and "month must be in 1..12" in why

@@ -23,6 +23,7 @@ import csv
 import errno
 import math
 import os
+import re
 import stat
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta, timezone
@@ -67,6 +68,27 @@ def _strict_time(value):
     if year not in YEARS:
         raise ValueError(f"{value.isoformat()} is outside the years {YEARS.start} to {YEARS.stop - 1}")
     return value
+
+
+# A time in a file name, as LMS downloads write them (nbgrader's FileNameCollector example:
+# 2016-01-30-15-00-00): digits with any of - _ . : T or a space between the parts.
+FILE_NAME_TIME = re.compile(r"(\d{4})[-_.]?(\d{2})[-_.]?(\d{2})[-_T ]?(\d{2})[-_.:]?(\d{2})(?:[-_.:]?(\d{2}))?")
+
+
+def file_name_time(text):
+    """An aware datetime (UTC when the text gives no offset) from an ISO time or a file name's
+    digits (2026-11-20-15-00-00); ValueError saying why not."""
+    try:
+        return _strict_time(text)
+    except ValueError:
+        match = FILE_NAME_TIME.fullmatch(text.strip())
+        if not match:
+            raise
+        year, month, day, hour, minute, second = (int(part or 0) for part in match.groups())
+        try:
+            return _strict_time(datetime(year, month, day, hour, minute, second, tzinfo=timezone.utc))
+        except ValueError as error:
+            raise ValueError(f"'{visible(text, 60)}' is not a date and time ({error})") from None
 
 
 @dataclass(frozen=True)
@@ -254,7 +276,7 @@ class LateWork:
         for submission in submissions:
             if submission.submitted_at and submission.student_id not in self.times:
                 try:
-                    self.times[submission.student_id] = _strict_time(submission.submitted_at)
+                    self.times[submission.student_id] = file_name_time(submission.submitted_at)
                 except ValueError as error:
                     self.unparsed[submission.student_id] = f"the time in its file name: {error}"
 
