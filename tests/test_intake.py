@@ -274,3 +274,12 @@ def test_dry_run_shows_the_mapping_writes_nothing_and_says_what_needs_a_look(tmp
     assert "a dry run: nothing was graded" in out and "Traceback" not in done.stdout + done.stderr
     assert not (course / "graded").exists() and not (course / "downloaded").exists()
     assert not list(tmp_path.glob("autograder-*"))  # (TMPDIR is tmp_path: see below)
+
+
+def test_folders_nested_deeper_than_any_layout_are_named_not_skipped(tmp_path):
+    deep = tmp_path / "inbox" / "a" / "b" / "c" / "d" / "e" / "f" / "g"
+    deep.mkdir(parents=True)
+    (deep / "lost.ipynb").write_text(NOTEBOOK)
+    intake = discover([tmp_path / "inbox"], ASSIGNMENT)
+    assert intake.submissions == []
+    assert [who for who, why in intake.problems if "more than 6 levels down" in why] == ["a/b/c/d/e/f"]

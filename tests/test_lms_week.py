@@ -112,34 +112,34 @@ def check_week(course, done, grades):
     assert "Files not graded" in report and f"{ASSIGNMENT}.py" in report
 
 
+def week(tmp_path, download, roster, form, written):
+    """Grade `download`, score the written answers `written` ({student: points per question}),
+    export `form`; returns (the LMS file's rows, {student: autograded total})."""
+    course, done, grades = graded(tmp_path, download, roster)
+    check_week(course, done, grades)
+    score_written_answers(course, written)
+    exported = cli("export", form, ASSIGNMENT, "--roster", roster, "--course", course)
+    assert exported.returncode == 0, said(exported)
+    text = (course / "graded" / ASSIGNMENT / f"{form}-{ASSIGNMENT}.csv").read_text()
+    return list(csv.reader(io.StringIO(text))), {s: float(grades[s]["total"]) for s in grades}
+
+
 @pytest.mark.usefixtures("sandbox_required")
 def test_a_canvas_zip_grades_the_class_under_roster_ids_and_canvas_imports_it(downloads, tmp_path):
     canvas, _, roster = downloads
-    course, done, grades = graded(tmp_path, canvas, roster)
-    check_week(course, done, grades)
-    score_written_answers(course, {"ada": 1.0, "ben": 0.5, "cy": 1.0, "fay": 0.0})
-    exported = cli("export", "canvas", ASSIGNMENT, "--roster", roster, "--course", course)
-    assert exported.returncode == 0, said(exported)
-    table = list(csv.reader(io.StringIO((course / "graded" / ASSIGNMENT / f"canvas-{ASSIGNMENT}.csv").read_text())))
+    table, autograded = week(tmp_path, canvas, roster, "canvas", {"ada": 1.0, "ben": 0.5, "cy": 1.0, "fay": 0.0})
     assert table[0] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "Causal attention"]
     assert table[1] == ["Points Possible", "", "", "", "", "30"]
-    by_id = {row[1]: row[5] for row in table[2:]}
-    autograded = {s: float(grades[s]["total"]) for s in grades}
-    assert by_id == {"101": f"{autograded['ada'] + 4:g}", "102": f"{autograded['ben'] + 2:g}", "103": "30",
-                     "104": "", "105": "0", "106": f"{autograded['fay']:g}"}
+    assert {row[1]: row[5] for row in table[2:]} == {
+        "101": f"{autograded['ada'] + 4:g}", "102": f"{autograded['ben'] + 2:g}", "103": "30", "104": "", "105": "0",
+        "106": f"{autograded['fay']:g}"}
 
 
 @pytest.mark.slow
 @pytest.mark.usefixtures("sandbox_required")
 def test_a_moodle_download_grades_the_class_under_roster_ids_and_moodle_imports_it(downloads, tmp_path):
     _, moodle, roster = downloads
-    course, done, grades = graded(tmp_path, moodle, roster)
-    check_week(course, done, grades)
-    score_written_answers(course, {"ada": 1.0, "ben": 1.0, "cy": 0.25, "fay": 1.0})
-    exported = cli("export", "moodle", ASSIGNMENT, "--roster", roster, "--course", course)
-    assert exported.returncode == 0, said(exported)
-    table = list(csv.reader(io.StringIO((course / "graded" / ASSIGNMENT / f"moodle-{ASSIGNMENT}.csv").read_text())))
+    table, autograded = week(tmp_path, moodle, roster, "moodle", {"ada": 1.0, "ben": 1.0, "cy": 0.25, "fay": 1.0})
     assert table[0] == ["ID number", "Causal attention"]
-    autograded = {s: float(grades[s]["total"]) for s in grades}
     assert dict(table[1:]) == {"N101": f"{autograded['ada'] + 4:g}", "N102": f"{autograded['ben'] + 4:g}",
                                "N103": "27", "N104": "", "N105": "0", "N106": f"{autograded['fay'] + 4:g}"}

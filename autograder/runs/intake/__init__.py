@@ -138,7 +138,11 @@ def _walk(folder, assignment, pattern, intake, shown=""):
     for root, folders, files in os.walk(folder):
         here = Path(root)
         depth = len(here.relative_to(folder).parts)
-        folders[:] = sorted(f for f in folders if f not in IGNORED_FOLDERS and depth < MAX_DEPTH)
+        folders[:] = sorted(f for f in folders if f not in IGNORED_FOLDERS)
+        if depth >= MAX_DEPTH and folders:  # deeper than any layout: said, not read
+            deep = "/".join(filter(None, (shown, *here.relative_to(folder).parts)))
+            intake.problems.append((deep, f"holds folders more than {MAX_DEPTH} levels down, which were not read"))
+            folders[:] = []
         for name in sorted(files):
             if name in IGNORED_NAMES or name == DONE or name.startswith("._"):  # ._x: a Mac's resource fork of x
                 continue
