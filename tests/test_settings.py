@@ -148,7 +148,8 @@ def test_every_field_has_a_description_a_kind_and_an_example():
 
     for table, spec in every_field():
         assert spec.metadata["doc"].strip() and spec.metadata["example"], (table, spec.name)
-        assert spec.metadata["kind"] in KINDS or spec.metadata["kind"] == "builds_on", (table, spec.name)
+        assert spec.metadata["kind"] in KINDS or spec.metadata["kind"] in ("builds_on", "visibility_table"), (table,
+                                                                                                         spec.name)
         if spec.default is not MISSING and spec.default is not None and spec.metadata["kind"] in KINDS:
             assert KINDS[spec.metadata["kind"]][1](spec.default), (table, spec.name)  # the default is its type
     assert set(TABLES) | {"builds_on"} <= {spec.name for spec in fields(AssignmentSettings)}
@@ -159,6 +160,8 @@ def test_docs_settings_lists_every_key():
     for table, spec in every_field():
         if spec.metadata["kind"] == "builds_on":
             assert "| [builds_on] | *graded cell* |" in docs
+        elif spec.metadata["kind"] == "visibility_table":
+            assert "| [visibility] | *cell* or *cell::check* |" in docs
         else:
             place = f"[{table}]" if table else "(top level)"
             assert re.search(rf"\| {re.escape(place)} \| {spec.name} \|", docs), (table, spec.name)

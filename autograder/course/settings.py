@@ -46,6 +46,9 @@ KINDS = {
     "modules": ("a list of module names", lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v)),
     "date-time": ("a date and time", lambda v: isinstance(v, (datetime, date, str))),
     "cells": ("a list of graded cells", lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v)),
+    "hours": ("a number of hours above 0", lambda v: _number(v) and v > 0),
+    "counts": ('"last" or "best"', lambda v: v in ("last", "best")),
+    "visibility": ('"visible", "after_due_date" or "hidden"', lambda v: v in VISIBILITY),
 }
 
 
@@ -94,7 +97,30 @@ class LateSettings:
                                "cutoff = 2026-11-27T23:59:00+01:00", shown="*none*")
 
 
+VISIBILITY = ("visible", "after_due_date", "hidden")  # Gradescope's words
+
+
+@dataclass(frozen=True)
+class ServiceSettings:
+    """[service]: grading when students submit (`autograder serve`); the due date is [late]'s."""
+    opens: datetime | None = setting(None, "date-time", "Submissions are taken from this time on.",
+                              "opens = 2026-11-01T09:00:00+01:00", shown="*at once*")
+    attempts: int | None = setting(None, "integer", "Attempts a student may make in each window (an upload the"
+                                   " grader refuses costs none).", "attempts = 5", shown="*no limit*")
+    attempt_window_hours: float = setting(24, "hours", "The window the attempts are counted in, in"
+                                          " hours.", "attempt_window_hours = 24")
+    counts: str = setting("last", "counts", "Which attempt is the grade: the last before the cutoff, or the best.",
+                          'counts = "best"')
+    visibility: str = setting("visible", "visibility", "What students see of a check before the due date, unless"
+                              " [visibility] says otherwise.", 'visibility = "after_due_date"')
+    max_upload_mb: int = setting(50, "megabytes", "The largest upload taken (refused before it is read whole).",
+                                 "max_upload_mb = 50")
+    requests_per_minute: int = setting(60, "integer", "Requests one student may make in a minute.",
+                                       "requests_per_minute = 60")
+
+
 BUILDS_ON_EXAMPLE = 'ex5 = ["ex3"]'
+VISIBILITY_EXAMPLE = '"ex3::test_structure" = "hidden"'
 
 
 @dataclass(frozen=True)
@@ -107,8 +133,13 @@ class AssignmentSettings:
     sandbox: SandboxSettings = setting(None, "table", "", factory=SandboxSettings)
     validate: ValidateSettings = setting(None, "table", "", factory=ValidateSettings)
     late: LateSettings = setting(None, "table", "", factory=LateSettings)
+    service: ServiceSettings = setting(None, "table", "", factory=ServiceSettings)
     builds_on: dict = setting(None, "builds_on", "{graded cell: [graded cells whose code it uses]}: while one of"
                               " those fails, the cell says to fix it first.", BUILDS_ON_EXAMPLE, factory=dict)
+    visibility: dict = setting(None, "visibility_table", '{"cell" or "cell::check": visibility}: what students'
+                               " see before the due date of a graded cell's checks, or of one check (its name"
+                               " without the case in brackets), over [service] visibility.", VISIBILITY_EXAMPLE,
+                               factory=dict)
     late_table: dict | None = field(default=None, metadata={"kind": "internal"})  # [late] as written, or None
 
     # -- reading ----------------------------------------------------------------
@@ -138,13 +169,16 @@ class AssignmentSettings:
                 values[spec.name] = _table(TABLES[spec.name], spec.name, raw[spec.name], where)
             elif kind == "builds_on":
                 values[spec.name] = _builds_on(raw[spec.name], where)
+            elif kind == "visibility_table":
+                values[spec.name] = _visibility(raw[spec.name], where)
             else:
                 values[spec.name] = where.checked(None, spec, raw[spec.name])
         late = raw.get("late")
         return cls(**values, late_table=dict(late) if late else None)
 
 
-TABLES = {"limits": LimitsSettings, "sandbox": SandboxSettings, "validate": ValidateSettings, "late": LateSettings}
+TABLES = {"limits": LimitsSettings, "sandbox": SandboxSettings, "validate": ValidateSettings, "late": LateSettings,
+          "service": ServiceSettings}
 
 
 def _table(table_class, name, value, where):
@@ -164,6 +198,19 @@ def _builds_on(value, where):
             raise where.error("builds_on", cell, f"[builds_on]: each entry is a list of graded cells, as in"
                                                  f" {BUILDS_ON_EXAMPLE} (got {cell} = {upstream!r})")
     return {cell: list(upstream) for cell, upstream in value.items()}
+
+
+def _visibility(value, where):
+    if not isinstance(value, dict):
+        raise where.error("visibility", None, f"[visibility]: each entry is a cell or cell::check and one of"
+                                              f" {', '.join(VISIBILITY)}, as in {VISIBILITY_EXAMPLE}")
+    for key, word in value.items():
+        if word not in VISIBILITY:
+            close = difflib.get_close_matches(str(word), VISIBILITY, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise where.error("visibility", key, f"[visibility] {key}: one of {', '.join(VISIBILITY)}, not"
+                                                 f" {word!r}{hint}")
+    return dict(value)
 
 
 class _Where:
@@ -248,6 +295,9 @@ def settings_table():
         elif kind == "builds_on":
             rows.append(f"| [builds_on] | *graded cell* | {KINDS['cells'][0]} | *no entries* | {spec.metadata['doc']}"
                         f" Example: `{BUILDS_ON_EXAMPLE}` |")
+        elif kind == "visibility_table":
+            rows.append(f"| [visibility] | *cell* or *cell::check* | {KINDS['visibility'][0]} | *[service]"
+                        f" visibility* | {spec.metadata['doc']} Example: `{VISIBILITY_EXAMPLE}` |")
         elif kind != "internal":
             rows.append(_row("(top level)", spec))
     return "\n".join(rows) + "\n"

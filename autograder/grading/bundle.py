@@ -25,7 +25,7 @@ BUNDLE_SKIPS = ("corpus.toml", "examples.toml", "notebook.md")  # they change no
 # Tables of assignment.toml that judge no answer: the late policy is applied to each result
 # afterwards, always from the current [late] table (runs/late.py), so editing it recomputes the
 # penalties without grading anyone again.
-SETTINGS_SKIPS = ("late",)
+SETTINGS_SKIPS = ("late", "service", "visibility")  # [service] and [visibility] say what students see, not how
 
 
 def _files_digest(digest, root, paths):
