@@ -454,6 +454,125 @@ def cmd_similarity(args):
     return 0
 
 
+def cmd_serve(args):
+    """Grade notebooks as students submit them: web pages and a JSON API (service/app.py)."""
+    import importlib.util
+
+    if any(importlib.util.find_spec(name) is None for name in ("starlette", "uvicorn", "multipart")):
+        console.print("[red]autograder serve needs the service extra[/red]: pip install -e \".[service]\""
+                      " (Starlette, uvicorn and python-multipart).", highlight=False)
+        return 2
+    import uvicorn
+
+    from autograder.grading.sandbox import require_sandbox
+    from autograder.outputs.lms import RosterError, read_roster
+    from autograder.service.app import make_app
+    from autograder.service.core import Service
+
+    course = _course(args)
+    if args.demo:
+        course, links = _demo_service_course(course, args)
+    chosen = [course.assignment(name) for name in args.assignments] if args.assignments else course.assignments()
+    unreleased = [a.name for a in chosen if not a.release_notebook.is_file()]
+    if unreleased:
+        raise CourseError(f"release {', '.join(unreleased)} first (`autograder release`): the service grades"
+                          " against the release")
+    may_run_student_code(args.unsafe_no_sandbox)
+    try:
+        roster = read_roster(args.roster) if args.roster else None
+    except RosterError as error:
+        console.print(f"[red]autograder serve: {shown(error, None)}[/red]", highlight=False)
+        return 2
+    service = Service(course, chosen, jobs=args.jobs or os.cpu_count() or 1, roster=roster,
+                      isolation=require_sandbox(args.unsafe_no_sandbox)).start()
+    base = f"http://{args.host}:{args.port}"
+    console.print(f"Grading {', '.join(a.name for a in chosen)} on submit at {base} (course {course.root});"
+                  " Ctrl-C stops it, and whatever is queued is graded when it starts again.", highlight=False)
+    if args.demo:
+        for student, token in links:
+            console.print(f"  {student}: {base}/login/{token}", highlight=False)
+    try:
+        uvicorn.run(make_app(service, secure_cookies=args.secure_cookies), host=args.host, port=args.port,
+                    log_level="warning", proxy_headers=True)
+    finally:
+        service.close()
+    return 0
+
+
+def _demo_service_course(course, args):
+    """`serve --demo`: the course's demo copy (as `autograder demo` makes it), with a token for each
+    example student and a TA; returns (the demo course, [(who, token)])."""
+    from autograder.authoring.examples import DEMO, DEMO_MARK, demo_course, examples
+    from autograder.course import Course
+    from autograder.service.store import TA, Store
+
+    demo = Course(course.root / DEMO) if (course.root / DEMO / DEMO_MARK).is_file() else demo_course(course)
+    store = Store(demo.root / "service" / "service.db")
+    links = []
+    for assignment in demo.assignments():
+        if args.assignments and assignment.name not in args.assignments:
+            continue
+        for student in examples(assignment):
+            links.append((f"{student} ({assignment.name})", store.issue(student, assignment.name)))
+        links.append((f"a TA ({assignment.name})", store.issue("ta", assignment.name, TA)))
+    return demo, links
+
+
+def cmd_tokens(args):
+    """Issue, list and revoke the tokens students (and TAs) use with `autograder serve`."""
+    import csv
+    import io
+
+    from autograder.outputs.lms import RosterError, read_roster
+    from autograder.service.store import TA, Store
+
+    assignment = _assignment(args)
+    store = Store(assignment.course.root / "service" / "service.db")
+    for student in args.revoke or []:
+        count = store.revoke(assignment.name, student)
+        console.print(f"{shown(student)}: {count} token(s) revoked" if count else
+                      f"[yellow]{shown(student)} has no token for {assignment.name}[/yellow]", highlight=False)
+    students = []
+    if args.roster:
+        try:
+            students = list(read_roster(args.roster))
+        except RosterError as error:
+            console.print(f"[red]autograder tokens: {shown(error, None)}[/red]", highlight=False)
+            return 2
+    active = {row["student_id"] for row in store.active_tokens(assignment.name)}
+    issued, kept = [], []
+    for student, role in [*((s, "student") for s in students), *((t, TA) for t in args.ta or [])]:
+        if student in active and not args.new:
+            kept.append(student)
+            continue
+        if args.new:
+            store.revoke(assignment.name, student)
+        issued.append((student, store.issue(student, assignment.name, role)))
+    if issued:
+        if not args.out:
+            raise CourseError("give --out FILE: the new tokens are written there (and shown nowhere else)")
+        handle = io.StringIO(newline="")
+        writer = csv.writer(handle)
+        writer.writerow(["student_id", "token", "link"])
+        base = (args.url or "https://YOUR-SERVICE").rstrip("/")
+        for student, token in issued:
+            writer.writerow([student, token, f"{base}/login/{token}"])
+        out = Path(args.out)
+        out.touch(mode=0o600)
+        write_atomically(out, handle.getvalue())
+        os.chmod(out, 0o600)
+        console.print(f"wrote {len(issued)} new tokens to {out} (readable by you alone: each is a student's"
+                      " password, send each only to its student)", highlight=False)
+    if kept:
+        console.print(f"{len(kept)} already had a token (kept; --new replaces them): {shown(', '.join(kept), 600)}",
+                      highlight=False)
+    if args.list:
+        for row in store.active_tokens(assignment.name):
+            console.print(f"  {shown(row['student_id'])} ({row['role']}), issued {row['created_at'][:16]}",
+                          highlight=False)
+    return 0
+
+
 def may_run_student_code(unsafe_no_sandbox):
     """Refuse (NoSandbox, PoisonedInterpreter) before anything runs; warn loudly when unsafe."""
     from autograder.grading.sandbox import require_sandbox, unsafe_warning
@@ -580,7 +699,7 @@ def parser():
     """Every command and its options (each group of commands in a function of its own)."""
     parser = argparse.ArgumentParser(prog="autograder", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    for add in (_instructor_commands, _grade_command, _results_commands, _course_commands):
+    for add in (_instructor_commands, _grade_command, _results_commands, _service_commands, _course_commands):
         add(sub)
     for command in sub.choices.values():
         command.add_argument("--course", help="the course folder (default: the nearest folder at or above this"
@@ -689,6 +808,31 @@ def _results_commands(sub):
     p.add_argument("assignment")
     p.add_argument("--results", help="results folder (default: COURSE/graded/ASSIGNMENT)")
     p.set_defaults(func=cmd_similarity)
+
+
+def _service_commands(sub):
+    p = sub.add_parser("serve", help="grade notebooks as students submit them: web pages and a JSON API")
+    p.add_argument("assignments", nargs="*", metavar="ASSIGNMENT", help="the assignments to take (default: all)")
+    p.add_argument("--host", default="127.0.0.1", help="the address to listen on (default 127.0.0.1: put a TLS"
+                                                       " reverse proxy in front for students, see docs/service.md)")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--jobs", type=int, default=0, help="warm grading workers (default: number of cores)")
+    p.add_argument("--roster", metavar="FILE", help="roster CSV: extensions for the late policy")
+    p.add_argument("--secure-cookies", action="store_true", help="mark the sign-in cookie Secure (behind HTTPS)")
+    p.add_argument("--demo", action="store_true", help="serve the course's demo/ copy, with a token for each example"
+                                                       " student and a TA, printed as links")
+    _add_unsafe_flag(p)
+    p.set_defaults(func=cmd_serve)
+    p = sub.add_parser("tokens", help="issue, list or revoke the tokens students hand in with (autograder serve)")
+    p.add_argument("assignment")
+    p.add_argument("--roster", metavar="FILE", help="a token for each student_id on it that has none yet")
+    p.add_argument("--ta", nargs="+", metavar="NAME", help="a TA token (sees every student, can regrade)")
+    p.add_argument("--out", metavar="FILE", help="CSV of the new tokens: student_id,token,link (mode 600)")
+    p.add_argument("--url", help="the service's public address, for the personal links")
+    p.add_argument("--new", action="store_true", help="replace existing tokens (the old ones stop working)")
+    p.add_argument("--revoke", nargs="+", metavar="STUDENT", help="revoke every token of these students")
+    p.add_argument("--list", action="store_true", help="list the active tokens (never their secrets)")
+    p.set_defaults(func=cmd_tokens)
 
 
 def _course_commands(sub):

@@ -184,3 +184,79 @@ def worker_failure(spec, submission, error):
     return Result(student_id=submission.student_id, path=str(submission.path), assignment=spec.assignment,
                   status=ERROR, seed=spec.seed, notes=[f"grader error: {type(error).__name__}: {error}"],
                   output="The grader failed on this submission; it will be graded again on the next run.")
+
+
+class WarmPool:
+    """`jobs` warm workers that stay up between submissions, for a service that grades them as
+    they arrive (`autograder serve`): the workers and their sandboxes start once, and each
+    submission costs only its own grading.
+
+    `submit(submission)` returns a Future of its `Result`. A worker that dies is the grader's
+    fault: the pool is made again for the next submission and the Future says so (as a
+    worker_failure ERROR result, which the caller may grade again)."""
+
+    def __init__(self, spec, jobs):
+        self.spec, self.jobs = spec, max(1, int(jobs))
+        self.context = _worker_context()
+        self.pool = None
+        self.held = self.lifeline = None
+
+    def start(self):
+        """Start the workers (and their sandboxes) now, not at the first submission."""
+        if self.pool is not None:
+            return self
+        slots = self.context.Queue()
+        for slot in range(self.jobs):
+            slots.put(slot)
+        self.held, self.lifeline = socket.socketpair()  # see submission._die_with_grader
+        pin = self.jobs <= len(_usable_cores())
+        self.pool = ProcessPoolExecutor(self.jobs, mp_context=self.context, initializer=worker_setup,
+                                        initargs=(self.spec, slots, pin, (), self.lifeline))
+        if hasattr(self.pool, "_launch_processes"):
+            self.pool._launch_processes()
+        return self
+
+    def submit(self, submission):
+        from concurrent.futures import Future
+        from concurrent.futures.process import BrokenProcessPool
+
+        self.start()
+        outer = Future()
+
+        def done(inner):
+            try:
+                outer.set_result(inner.result())
+            except REFUSALS as refusal:
+                outer.set_exception(refusal)
+            except BrokenProcessPool as error:
+                self._broken()
+                outer.set_result(worker_failure(self.spec, submission, error))
+            except Exception as error:  # noqa: BLE001 (a worker's fault, never the student's)
+                outer.set_result(worker_failure(self.spec, submission, error))
+
+        try:
+            self.pool.submit(grade_job, submission).add_done_callback(done)
+        except BrokenProcessPool as error:
+            self._broken()
+            outer.set_result(worker_failure(self.spec, submission, error))
+        return outer
+
+    def _broken(self):
+        """A worker died (killed, out of memory): the next submission gets a fresh pool."""
+        pool, self.pool = self.pool, None
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=False)
+        self._close_lifeline()
+
+    def _close_lifeline(self):
+        for end in (self.held, self.lifeline):
+            if end is not None:
+                end.close()
+        self.held = self.lifeline = None
+
+    def close(self):
+        """Stop the workers: those grading are waited for."""
+        pool, self.pool = self.pool, None
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+        self._close_lifeline()

@@ -103,14 +103,32 @@ class IdenticalAnswers:
             if key in self.leaders:
                 self.followers.setdefault(key, []).append((submission, notebook, sha))
                 continue
-            cached = read_result(None, None, self.cache / f"{key}.json") if self.use_cache else None
-            if cached is not None and cached.status == GRADED and cached.reusable:
+            cached = self.cached(key)
+            if cached is not None:
                 self.ready.append((cached.copy_for(submission.student_id, submission.path, sha), notebook))
                 continue
             self.leaders[key] = submission.student_id
             self.keys[submission.student_id] = key
             submission.sha256, submission.clean = sha, clean  # what was hashed is what gets graded
             yield submission
+
+    def cached(self, key):
+        """The result an earlier batch kept for `key`, when it may be given again; else None."""
+        if not self.use_cache:
+            return None
+        cached = read_result(None, None, self.cache / f"{key}.json")
+        return cached if cached is not None and cached.status == GRADED and cached.reusable else None
+
+    def keep(self, key, result):
+        """Keep `result`, graded from answers of `key`, for later batches (when it may be given again)."""
+        result.answers_key = key
+        if not (self.cache / f"{key}.made").exists():
+            try:
+                write_atomically(self.cache / f"{key}.made", self.made_with)
+            except OSError:  # the next run reads the notebook again to know
+                pass
+        if result.status == GRADED and result.reusable:
+            write_result(None, result, self.cache / f"{key}.json")
 
     def take_ready(self):
         ready, self.ready = self.ready, []
@@ -122,15 +140,8 @@ class IdenticalAnswers:
         key = self.keys.get(result.student_id)
         if key is None:
             return []
-        result.answers_key = key
         self.done[key] = result
-        if not (self.cache / f"{key}.made").exists():
-            try:
-                write_atomically(self.cache / f"{key}.made", self.made_with)
-            except OSError:  # the next run reads the notebook again to know
-                pass
-        if result.status == GRADED and result.reusable:
-            write_result(None, result, self.cache / f"{key}.json")
+        self.keep(key, result)
         # An ERROR (the grader's fault) is copied too: like it, the copies are retried next run.
         return [(result.copy_for(submission.student_id, submission.path, sha), notebook)
                 for submission, notebook, sha in self.followers.pop(key, [])]

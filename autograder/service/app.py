@@ -1,0 +1,432 @@
+"""`autograder serve`: the web pages and the JSON API, on Starlette (served by uvicorn).
+
+Students sign in with their token (or their personal link), hand in their notebook on a page
+or through the API, and read their feedback as soon as it is graded: before the due date,
+only what the assignment shows (service/views.py). A TA with a TA token sees every
+student's attempts and what counts, and can regrade everyone after a check changed.
+
+Every answer about a submission first checks that it is the asker's own: anything else is
+"not found", the same answer as for an id that does not exist.
+"""
+import asyncio
+import json
+import os
+import secrets
+import threading
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+from jinja2 import Environment, PackageLoader, select_autoescape
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import UploadFile
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.routing import Route
+from starlette.schemas import SchemaGenerator
+
+from autograder.outputs.feedback import _css, layout_of
+from autograder.record import read_result
+from autograder.runs.late import LateWork
+from autograder.service.guard import BodyLimit, RateLimit, TooLarge, csrf_ok, csrf_token
+from autograder.service.store import ERROR, GRADED, QUEUED, RUNNING, TA
+from autograder.service.submit import Refused, take, when
+from autograder.service.views import Visibility, student_view
+
+COOKIE = "autograder"
+CLIENT = Path(__file__).with_name("client.py")
+SCHEMA = SchemaGenerator({"openapi": "3.0.0",
+                          "info": {"title": "Attention autograder: grading on submit", "version": "1"},
+                          "components": {"securitySchemes": {"token": {"type": "http", "scheme": "bearer"}}},
+                          "security": [{"token": []}]})
+
+
+def environment():
+    env = Environment(loader=PackageLoader("autograder.service", "templates"),
+                      autoescape=select_autoescape(["html", "j2"]), trim_blocks=True, lstrip_blocks=True)
+    env.filters["points"] = lambda value: f"{value:g}"
+    env.filters["when"] = lambda text: when(datetime.fromisoformat(text)) if text else ""
+    return env
+
+
+class Web:
+    """The handlers, around one Service (service/core.py)."""
+
+    def __init__(self, service, secure_cookies=False):
+        self.service, self.secure = service, secure_cookies
+        self.assignments = {a.name: a for a in service.assignments}
+        self.layouts = {a.name: layout_of(service.counting.records[a.name].source) for a in service.assignments}
+        self.visibility = {a.name: Visibility.of(a) for a in service.assignments}
+        self.rates = RateLimit()
+        self.env = environment()
+        self.regrading = {}  # assignment -> what the last regrade said
+
+    # -- who is asking -------------------------------------------------------------------------
+    def _who(self, request, api):
+        token = None
+        header = request.headers.get("authorization", "")
+        if header.lower().startswith("bearer "):
+            token = header[7:].strip()
+        elif not api:
+            token = request.cookies.get(COOKIE)
+        return self.service.store.who(token) if token else None
+
+    async def who(self, request, api=True):
+        """(Who, None) for a valid token within its rate, else (None, the Response to send)."""
+        who = await run_in_threadpool(self._who, request, api)
+        if who is None:
+            allowed, wait = self.rates.allow(f"ip:{_address(request)}", 30)  # guessing tokens is slow
+            if not allowed:
+                return None, self._limited(request, wait, api)
+            if api:
+                return None, JSONResponse({"error": "Give your token: Authorization: Bearer <token>."}, 401,
+                                          headers={"WWW-Authenticate": "Bearer"})
+            return None, RedirectResponse("/", 303)
+        assignment = self.assignments.get(who.assignment)
+        per_minute = assignment.config.service.requests_per_minute if assignment else 60
+        allowed, wait = self.rates.allow(f"token:{who.token_id}", per_minute)
+        if not allowed:
+            return None, self._limited(request, wait, api)
+        return who, None
+
+    def _limited(self, request, wait, api):
+        text = f"Too many requests: please wait {wait} seconds and try again."
+        if api:
+            return JSONResponse({"error": text}, 429, headers={"Retry-After": str(wait)})
+        return self.page("message.html.j2", 429, title="Too many requests", message=text)
+
+    def page(self, template, status=200, **values):
+        return HTMLResponse(self.env.get_template(template).render(css=_css(), **values), status)
+
+    def _assignment(self, who, name):
+        """The assignment `name` if `who` may use it, else None (the same answer for every other name)."""
+        return self.assignments.get(name) if who.assignment == name else None
+
+    def _own(self, who, submission_id):
+        row = self.service.store.get(submission_id) if isinstance(submission_id, str) else None
+        if row is None or row.assignment != who.assignment or (who.role != TA and row.student_id != who.student_id):
+            return None
+        return row
+
+    # -- what a student may see of one submission ------------------------------------------------
+    def due(self, assignment, student_id):
+        record = self.service.counting.records[assignment]
+        if record.due is None:
+            return None
+        return record.due + record.extensions.get(student_id, timedelta(0))
+
+    def result_of(self, row):
+        """The result to show for an attempt: for the one that counts, graded/'s (a TA's regrade
+        included); else the attempt's own, with its late penalty."""
+        record = self.service.counting.records[row.assignment]
+        if row.counted:
+            graded = record.folder.result(row.student_id)
+            if graded is not None and graded.notebook_sha256 == row.sha256:
+                return graded
+        raw = read_result(None, None, self.service.lanes[row.assignment].result_path(row.id))
+        if raw is None:
+            return None
+        late = LateWork(record.policy, {row.student_id: datetime.fromisoformat(row.received_at)}, self.service.roster)
+        return late.apply(raw)
+
+    def view(self, row, everything=False):
+        result = self.result_of(row) if row.status == GRADED else None
+        if result is None:
+            return None, None
+        due = self.due(row.assignment, row.student_id)
+        due_passed = due is not None and datetime.now(timezone.utc) >= due
+        visibility = Visibility() if everything else self.visibility[row.assignment]
+        return student_view(result, visibility, due_passed, self.layouts[row.assignment].titles), due
+
+    def submission_json(self, request, row):
+        store = self.service.store
+        body = {"id": row.id, "assignment": row.assignment, "status": row.status, "received_at": row.received_at,
+                "graded_at": row.graded_at, "counted": bool(row.counted), "attempt_counts": bool(row.attempt),
+                "queue_position": store.ahead_of(row) + 1 if row.status in (QUEUED, RUNNING) else None,
+                "score": None, "max_score": None, "feedback": None,
+                "feedback_url": str(request.url_for("submission_page", submission_id=row.id)),
+                "status_url": str(request.url_for("api_submission", submission_id=row.id))}
+        if row.status == ERROR:
+            body["detail"] = ("The grader could not grade this notebook (its own fault, not yours); your TA has"
+                              " been told, and it did not cost you an attempt.")
+        view, due = self.view(row)
+        if view is not None:
+            body.update(score=view.score, max_score=view.max_score, feedback=view.to_json(),
+                        hidden_until=due.isoformat() if due is not None and view.hidden_until_due else None)
+        return body
+
+    # -- the API ------------------------------------------------------------------------------
+    async def api_submit(self, request):
+        """
+        summary: Hand in a notebook.
+        description: multipart/form-data with the field `notebook`. Answers 202 with the new submission.
+        responses:
+          202: {description: "Taken: {id, status, queue_position, status_url, feedback_url, attempts_left}"}
+          401: {description: No or a wrong token.}
+          403: {description: The assignment is not open, or closed.}
+          404: {description: No such assignment for this token.}
+          413: {description: Over the size limit.}
+          422: {description: Not a notebook (costs no attempt).}
+          429: {description: Attempts used up, or too many requests.}
+        """
+        who, refusal = await self.who(request)
+        if refusal is not None:
+            return refusal
+        assignment = self._assignment(who, request.path_params["assignment"])
+        if assignment is None:
+            return JSONResponse({"error": "No such assignment for your token."}, 404)
+        try:
+            row, left = await self._take(request, who, assignment)
+        except Refused as refused:
+            return JSONResponse({"error": refused.message, **refused.extra}, refused.status)
+        return JSONResponse({**self.submission_json(request, row), "attempts_left": left}, 202)
+
+    async def _form(self, request, assignment):
+        """The upload's form (read once: Starlette keeps it), or Refused."""
+        try:
+            return await request.form(max_files=1, max_fields=4)
+        except TooLarge:
+            raise Refused(413, f"The upload is over the {assignment.config.service.max_upload_mb} MB this assignment"
+                               " takes. Clear your notebook's outputs, save it and submit again. It did not cost"
+                               " you an attempt.") from None
+        except Exception as error:  # noqa: BLE001 (a broken multipart body: the student's to send again)
+            raise Refused(400, f"The upload could not be read ({type(error).__name__}); please send it again."
+                               " It did not cost you an attempt.") from None
+
+    async def _take(self, request, who, assignment):
+        incoming = self.service.uploads(assignment.name) / f".incoming-{secrets.token_hex(8)}"
+        form = await self._form(request, assignment)
+        try:
+            upload = form.get("notebook")
+            if not isinstance(upload, UploadFile):
+                raise Refused(422, "Send the notebook as the form field `notebook` (multipart/form-data).")
+            with open(incoming, "wb") as handle:
+                while chunk := await upload.read(1 << 20):
+                    handle.write(chunk)
+            await form.close()
+        except Refused:
+            raise
+        except Exception as error:  # noqa: BLE001 (the upload vanished or the disk is full: said, never silent)
+            if incoming.exists():
+                incoming.unlink()
+            raise Refused(503, f"The upload could not be stored ({type(error).__name__}); please send it again in a"
+                               " minute. It did not cost you an attempt.") from None
+        return await run_in_threadpool(take, self.service, who, assignment, str(incoming))
+
+    async def api_submission(self, request):
+        """
+        summary: One of your submissions.
+        description: Its status (queued, running, graded, error), its place in the queue, and once graded
+          what you may see of it (before the due date, the checks that are shown).
+        responses:
+          200: {description: The submission.}
+          404: {description: Not one of yours.}
+        """
+        who, refusal = await self.who(request)
+        if refusal is not None:
+            return refusal
+        row = await run_in_threadpool(self._own, who, request.path_params["submission_id"])
+        if row is None:
+            return JSONResponse({"error": "No such submission of yours."}, 404)
+        return JSONResponse(await run_in_threadpool(self.submission_json, request, row))
+
+    async def api_list(self, request):
+        """
+        summary: Your submissions of an assignment, oldest first.
+        responses:
+          200: {description: "A list of submissions."}
+          404: {description: No such assignment for this token.}
+        """
+        who, refusal = await self.who(request)
+        if refusal is not None:
+            return refusal
+        if self._assignment(who, request.path_params["assignment"]) is None:
+            return JSONResponse({"error": "No such assignment for your token."}, 404)
+        rows = await run_in_threadpool(self.service.store.of_student, who.assignment, who.student_id)
+        return JSONResponse([self.submission_json(request, row) for row in rows])
+
+    async def openapi(self, request):
+        return JSONResponse(SCHEMA.get_schema(routes=request.app.routes))
+
+    async def client(self, request):
+        return FileResponse(CLIENT, media_type="text/x-python", filename="autograder_client.py")
+
+    # -- the pages ------------------------------------------------------------------------------
+    async def home(self, request):
+        who = await run_in_threadpool(self._who, request, False)
+        if who is not None:
+            return RedirectResponse(f"/{'ta' if who.role == TA else 'assignments'}/{who.assignment}", 303)
+        return self.page("home.html.j2", title="Hand in your notebook")
+
+    async def login(self, request):
+        if request.method == "POST":
+            form = await request.form(max_files=0, max_fields=2)
+            token = str(form.get("token", "")).strip()
+        else:
+            token = request.path_params["token"]
+        who = await run_in_threadpool(self.service.store.who, token)
+        if who is None:
+            allowed, wait = self.rates.allow(f"ip:{_address(request)}", 30)
+            if not allowed:
+                return self._limited(request, wait, api=False)
+            return self.page("home.html.j2", 401, title="Hand in your notebook",
+                             error="That token is not valid (or no longer). Ask your TA for your personal link.")
+        target = f"/{'ta' if who.role == TA else 'assignments'}/{who.assignment}"
+        response = RedirectResponse(target, 303)  # the token leaves the address bar at once
+        response.set_cookie(COOKIE, token, httponly=True, samesite="strict", secure=self.secure,
+                            max_age=180 * 24 * 3600)
+        return response
+
+    async def logout(self, request):
+        response = RedirectResponse("/", 303)
+        response.delete_cookie(COOKIE)
+        return response
+
+    async def assignment_page(self, request, error=None, status=200):
+        who, refusal = await self.who(request, api=False)
+        if refusal is not None:
+            return refusal
+        assignment = self._assignment(who, request.path_params["assignment"])
+        if assignment is None:
+            return self.page("message.html.j2", 404, title="Not found", message="No such assignment for you.")
+        rows = await run_in_threadpool(self.service.store.of_student, assignment.name, who.student_id)
+        due = self.due(assignment.name, who.student_id)
+        return self.page("assignment.html.j2", status, title=assignment.title, assignment=assignment, rows=rows,
+                         error=error, csrf=csrf_token(self.service.secret, who.token_id), student=who.student_id,
+                         due=due, attempts=assignment.config.service.attempts,
+                         window=assignment.config.service.attempt_window_hours)
+
+    async def upload(self, request):
+        who, refusal = await self.who(request, api=False)
+        if refusal is not None:
+            return refusal
+        assignment = self._assignment(who, request.path_params["assignment"])
+        if assignment is None:
+            return self.page("message.html.j2", 404, title="Not found", message="No such assignment for you.")
+        if not _same_origin(request):
+            return self.page("message.html.j2", 403, title="Refused", message="This form must be sent from its own page.")
+        try:
+            form = await self._form(request, assignment)
+            if not csrf_ok(self.service.secret, who.token_id, form.get("csrf")):
+                raise Refused(403, "This form is out of date: reload the page and hand in your notebook again.")
+            row, _ = await self._take(request, who, assignment)
+        except Refused as refused:
+            return await self.assignment_page(request, error=refused.message, status=refused.status)
+        return RedirectResponse(f"/submissions/{row.id}", 303)
+
+    async def submission_page(self, request):
+        who, refusal = await self.who(request, api=False)
+        if refusal is not None:
+            return refusal
+        row = await run_in_threadpool(self._own, who, request.path_params["submission_id"])
+        if row is None:
+            return self.page("message.html.j2", 404, title="Not found", message="No such submission of yours.")
+        view, due = await run_in_threadpool(self.view, row)
+        assignment = self.assignments[row.assignment]
+        ahead = self.service.store.ahead_of(row) if row.status in (QUEUED, RUNNING) else 0
+        return self.page("submission.html.j2", title=assignment.title, assignment=assignment, row=row, view=view,
+                         due=due, position=ahead + 1, student=row.student_id)
+
+    # -- the TA's pages ---------------------------------------------------------------------------
+    async def ta_page(self, request):
+        who, refusal = await self.who(request, api=False)
+        if refusal is not None:
+            return refusal
+        assignment = self._assignment(who, request.path_params["assignment"])
+        if assignment is None or who.role != TA:
+            return self.page("message.html.j2", 404, title="Not found", message="No such page for you.")
+        rows = await run_in_threadpool(self.service.store.of_assignment, assignment.name)
+        students = {}
+        for row in rows:
+            students.setdefault(row.student_id, []).append(row)
+        graded = {r.student_id: r for r in self.service.counting.records[assignment.name].folder.results()}
+        return self.page("ta.html.j2", title=assignment.title, assignment=assignment, students=students,
+                         graded=graded, csrf=csrf_token(self.service.secret, who.token_id),
+                         regrading=self.regrading.get(assignment.name))
+
+    async def ta_submission(self, request):
+        who, refusal = await self.who(request, api=False)
+        if refusal is not None:
+            return refusal
+        row = await run_in_threadpool(self._own, who, request.path_params["submission_id"])
+        if row is None or who.role != TA:
+            return self.page("message.html.j2", 404, title="Not found", message="No such page for you.")
+        view, due = await run_in_threadpool(self.view, row, True)
+        return self.page("submission.html.j2", title=self.assignments[row.assignment].title,
+                         assignment=self.assignments[row.assignment], row=row, view=view, due=due, position=1,
+                         student=row.student_id, ta=True)
+
+    async def ta_regrade(self, request):
+        who, refusal = await self.who(request, api=False)
+        if refusal is not None:
+            return refusal
+        assignment = self._assignment(who, request.path_params["assignment"])
+        if assignment is None or who.role != TA:
+            return self.page("message.html.j2", 404, title="Not found", message="No such page for you.")
+        form = await request.form(max_files=0, max_fields=2)
+        if not _same_origin(request) or not csrf_ok(self.service.secret, who.token_id, form.get("csrf")):
+            return self.page("message.html.j2", 403, title="Refused", message="Reload the page and try again.")
+        if self.regrading.get(assignment.name, "").startswith("running"):
+            return RedirectResponse(f"/ta/{assignment.name}", 303)
+        self.regrading[assignment.name] = "running since " + when(datetime.now(timezone.utc))
+        threading.Thread(target=self._regrade, args=(assignment,), daemon=True).start()
+        return RedirectResponse(f"/ta/{assignment.name}", 303)
+
+    def _regrade(self, assignment):
+        from autograder.service.regrade import regrade
+
+        try:
+            self.regrading[assignment.name] = regrade(self.service, assignment)
+        except Exception as error:  # noqa: BLE001 (said on the TA's page)
+            self.regrading[assignment.name] = f"failed: {type(error).__name__}: {error}"
+
+    async def health(self, request):
+        return JSONResponse({"ok": True, "assignments": sorted(self.assignments)})
+
+
+def _address(request):
+    return request.client.host if request.client else "?"
+
+
+def _same_origin(request):
+    """A POST from a page of this service (or from no page, as a script sends it)."""
+    origin = request.headers.get("origin")
+    if not origin or origin == "null":
+        return origin is None
+    return origin.rstrip("/") == f"{request.url.scheme}://{request.url.netloc}"
+
+
+def make_app(service, secure_cookies=False):
+    """The Starlette application for a started Service."""
+    web = Web(service, secure_cookies)
+    limits = {a.name: a.config.service.max_upload_mb * 2**20 + 64 * 1024 for a in service.assignments}
+
+    def limit_of(path):
+        parts = path.strip("/").split("/")
+        if len(parts) >= 3 and parts[0] in ("api", "assignments"):
+            name = parts[2] if parts[0] == "api" else parts[1]
+            return limits.get(name, min(limits.values(), default=1 << 20))
+        return 64 * 1024  # a login or a regrade: a form of a few fields
+
+    routes = [
+        Route("/", web.home, name="home"),
+        Route("/login", web.login, methods=["POST"]),
+        Route("/login/{token}", web.login, name="login_link"),
+        Route("/logout", web.logout, methods=["POST"]),
+        Route("/assignments/{assignment}", web.assignment_page, name="assignment_page"),
+        Route("/assignments/{assignment}/upload", web.upload, methods=["POST"]),
+        Route("/submissions/{submission_id}", web.submission_page, name="submission_page"),
+        Route("/ta/{assignment}", web.ta_page),
+        Route("/ta/{assignment}/submissions/{submission_id}", web.ta_submission),
+        Route("/ta/{assignment}/regrade", web.ta_regrade, methods=["POST"]),
+        Route("/api/assignments/{assignment}/submissions", web.api_submit, methods=["POST"]),
+        Route("/api/assignments/{assignment}/submissions", web.api_list, methods=["GET"]),
+        Route("/api/submissions/{submission_id}", web.api_submission, name="api_submission"),
+        Route("/openapi.json", web.openapi, include_in_schema=False),
+        Route("/client.py", web.client, include_in_schema=False),
+        Route("/healthz", web.health, include_in_schema=False),
+    ]
+    app = Starlette(routes=routes, middleware=[Middleware(BodyLimit, limit_of=limit_of)])
+    app.state.web = web
+    return app

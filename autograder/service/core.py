@@ -1,0 +1,58 @@
+"""The service's parts, started and stopped together: the database, one lane per assignment,
+the recorder and what counts. The web layer (service/app.py) talks to this alone."""
+import secrets
+import threading
+from pathlib import Path
+
+from autograder.service.counting import Counting
+from autograder.service.engine import Lane, Recorder
+from autograder.service.store import Store
+
+
+class Service:
+    def __init__(self, course, assignments, jobs=2, roster=None, isolation="bubblewrap"):
+        self.course, self.assignments = course, list(assignments)
+        self.root = course.root / "service"
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.store = Store(self.root / "service.db")
+        self.secret = _secret(self.root / "secret")
+        self.roster = roster
+        per_lane = max(1, int(jobs) // max(1, len(self.assignments)))
+        self.lanes = {a.name: Lane(self, a, per_lane, isolation) for a in self.assignments}
+        self.recorder = Recorder(self)
+        self.counting = Counting(self, roster)
+        self.locks = {}  # (assignment, student) -> a lock around "may they submit?" and the row's insert
+        self.locks_lock = threading.Lock()
+
+    def start(self):
+        self.recorder.start()
+        for lane in self.lanes.values():
+            lane.start()
+        for row in self.store.unfinished():  # acknowledged before a crash or a stop: graded now, once
+            if row.assignment in self.lanes:
+                self.lanes[row.assignment].put(row.id)
+        return self
+
+    def lock(self, assignment, student_id):
+        with self.locks_lock:
+            return self.locks.setdefault((assignment, student_id), threading.Lock())
+
+    def uploads(self, assignment):
+        folder = self.root / "uploads" / assignment
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
+
+    def close(self):
+        for lane in self.lanes.values():
+            lane.close()
+        self.recorder.close()
+        self.counting.close()
+
+
+def _secret(path):
+    """This service's own secret (for the upload form's CSRF tokens), made once, readable by it alone."""
+    path = Path(path)
+    if not path.exists():
+        path.touch(mode=0o600)
+        path.write_text(secrets.token_hex(32))
+    return bytes.fromhex(path.read_text().strip())

@@ -1,0 +1,226 @@
+"""Grading as submissions arrive: one lane per assignment, warm workers, one recorder.
+
+A lane keeps its assignment's workers and sandboxes warm (grading/scheduler.py WarmPool)
+and grades its queue in the order submissions were acknowledged, `jobs` at a time. Before
+anything runs, a submission's answers key (runs/identical.py) is looked up: answers graded
+before are answered from that result at once. Every result goes to one recorder thread,
+which writes it (the attempt's result file, then its database row, so a crash between the
+two is finished on restart without grading again) and, when the attempt is the one that
+counts, records it in graded/<assignment>/ and nbgrader's gradebook (service/counting.py).
+
+A grader fault (a worker killed, a sandbox that would not start) is never the student's: the
+submission is graded again, up to MAX_TRIES times, and then stays an error the TA sees,
+without costing the student an attempt.
+"""
+import queue
+import threading
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+from autograder.grading.notebook import Submission
+from autograder.grading.scheduler import REFUSALS, WarmPool
+from autograder.grading.submission import BatchSpec
+from autograder.record import ERROR as RESULT_ERROR
+from autograder.record import read_result, write_result
+from autograder.runs.batch import graded_folder, read_release, read_source
+from autograder.runs.identical import IdenticalAnswers
+from autograder.service.store import ERROR, GRADED, QUEUED, RUNNING, stamp
+
+MAX_TRIES = 3
+
+
+@dataclass
+class Done:
+    """A result on its way to the recorder."""
+
+    submission_id: str
+    result: object  # record.Result
+    notebook: object = None  # the sanitized notebook, for autograded/
+    key: str = ""  # its answers key ("" for a file that could not be read)
+
+
+class Lane:
+    """One assignment's queue, warm workers and identical answers."""
+
+    def __init__(self, service, assignment, jobs, isolation):
+        self.service, self.assignment = service, assignment
+        self.folder = graded_folder(assignment).make()
+        self.spec = BatchSpec(assignment=assignment.name, course=str(assignment.course.root), seed=self.folder.seed(),
+                              limits=assignment.limits, isolation=isolation, keep_notebook=True)
+        self.identical = IdenticalAnswers(assignment, self.spec, self.folder, read_source(assignment),
+                                          read_release(assignment))
+        self.pool = WarmPool(self.spec, jobs)
+        self.slots = threading.Semaphore(self.pool.jobs)
+        self.queue = queue.Queue()
+        self.thread = threading.Thread(target=self._run, name=f"lane-{assignment.name}", daemon=True)
+        self.results = service.root / "results" / assignment.name
+        self.results.mkdir(parents=True, exist_ok=True)
+        self.running = threading.Event()  # cleared while a regrade holds the lane
+        self.running.set()
+
+    def pause(self):
+        """Stop taking submissions from the queue, and wait for those being graded."""
+        self.running.clear()
+        for _ in range(self.pool.jobs):
+            self.slots.acquire()
+        for _ in range(self.pool.jobs):
+            self.slots.release()
+
+    def resume(self):
+        """Go on with fresh workers, which read the checks, settings and solutions as they are now."""
+        self.pool.close()
+        self.identical = IdenticalAnswers(self.assignment, self.spec, self.folder, read_source(self.assignment),
+                                          read_release(self.assignment))
+        self.pool = WarmPool(self.spec, self.pool.jobs).start()
+        self.running.set()
+
+    def start(self):
+        self.pool.start()
+        self.thread.start()
+        return self
+
+    def put(self, submission_id):
+        self.queue.put(submission_id)
+
+    def result_path(self, submission_id):
+        return self.results / f"{submission_id}.json"
+
+    def answered_at_once(self, row):
+        """A Done for a submission whose answers were graded before (None when it must run)."""
+        key, clean, sha = self.identical.key(Submission(row.student_id, Path(row.path)))
+        cached = self.identical.cached(key) if key else None
+        if cached is None:
+            return None
+        return Done(row.id, cached.copy_for(row.student_id, row.path, sha), clean.notebook, key)
+
+    def _run(self):
+        while True:
+            submission_id = self.queue.get()
+            if submission_id is None:
+                return
+            self.running.wait()
+            try:
+                self._dispatch(submission_id)
+            except Exception:  # noqa: BLE001 (one submission's trouble must not stop the lane)
+                self.service.recorder.failed(submission_id, traceback.format_exc(limit=3))
+
+    def _dispatch(self, submission_id):
+        store = self.service.store
+        row = store.get(submission_id)
+        if row is None or row.status not in (QUEUED, RUNNING):
+            return
+        written = read_result(None, None, self.result_path(row.id))
+        if written is not None:  # graded before a crash, its row not yet updated: finish it, never twice
+            self.service.recorder.put(Done(row.id, written, None, written.answers_key))
+            return
+        done = self.answered_at_once(row)
+        if done is not None:
+            self.service.recorder.put(done)
+            return
+        submission = Submission(row.student_id, Path(row.path))
+        key, clean, sha = self.identical.key(submission)
+        if key is not None:
+            submission.sha256, submission.clean = sha, clean
+        while True:  # a slot, while no regrade holds the lane (see pause)
+            self.running.wait()
+            self.slots.acquire()
+            if self.running.is_set():
+                break
+            self.slots.release()
+        store.set_status(row.id, RUNNING)
+        future = self.pool.submit(submission)
+        future.add_done_callback(lambda f: self._graded(row.id, key or "", f))
+
+    def _graded(self, submission_id, key, future):
+        self.slots.release()
+        try:
+            result = future.result()
+        except REFUSALS as refusal:  # the machine may no longer grade: every submission waits
+            self.service.recorder.failed(submission_id, f"grading refused: {refusal}", retry=False)
+            return
+        notebook, result.graded_notebook = result.graded_notebook, None
+        self.service.recorder.put(Done(submission_id, result, notebook, key))
+
+    def close(self):
+        self.queue.put(None)
+        self.thread.join(timeout=60)
+        self.pool.close()
+
+
+class Recorder:
+    """The one thread that writes results: files, rows, and what counts (service/counting.py)."""
+
+    def __init__(self, service):
+        self.service = service
+        self.queue = queue.Queue()
+        self.thread = threading.Thread(target=self._run, name="recorder", daemon=True)
+        self.idle = threading.Event()
+        self.idle.set()
+
+    def start(self):
+        self.thread.start()
+        return self
+
+    def put(self, done):
+        self.idle.clear()
+        self.queue.put(done)
+
+    def failed(self, submission_id, why, retry=True):
+        self.put(("failed", submission_id, why, retry))
+
+    def _run(self):
+        while True:
+            try:
+                item = self.queue.get(timeout=2.0)
+            except queue.Empty:
+                self.service.counting.flush()  # grades.csv and the report, once things are quiet
+                if self.queue.empty():
+                    self.idle.set()
+                continue
+            if item is None:
+                self.service.counting.flush()
+                return
+            try:
+                if isinstance(item, tuple):
+                    self._failed(*item[1:])
+                else:
+                    self._record(item)
+            except Exception:  # noqa: BLE001 (said in the row; the next restart tries again)
+                submission_id = item[1] if isinstance(item, tuple) else item.submission_id
+                self._failed(submission_id, traceback.format_exc(limit=3), retry=True)
+            if self.queue.empty():
+                self.service.counting.flush()
+                self.idle.set()
+
+    def _record(self, done):
+        store, result = self.service.store, done.result
+        row = store.get(done.submission_id)
+        if row is None or row.status == GRADED:
+            return
+        if result.status == RESULT_ERROR:
+            self._failed(row.id, "; ".join(result.notes) or "grader error", retry=True)
+            return
+        lane = self.service.lanes[row.assignment]
+        if done.key:
+            lane.identical.keep(done.key, result)
+        write_result(None, result, lane.result_path(row.id))
+        store.set_status(row.id, GRADED, score=result.score, answers_key=done.key or result.answers_key,
+                         graded_at=stamp(), detail="")
+        self.service.counting.graded(row.assignment, row.student_id, notebooks={row.id: done.notebook})
+
+    def _failed(self, submission_id, why, retry=True):
+        store = self.service.store
+        row = store.get(submission_id)
+        if row is None:
+            return
+        tries = row.tries + 1
+        if retry and tries < MAX_TRIES:
+            store.set_status(row.id, QUEUED, tries=tries, detail=why[-2000:])
+            self.service.lanes[row.assignment].put(row.id)
+        else:  # the grader's fault, not the student's: it costs no attempt
+            store.set_status(row.id, ERROR, tries=tries, attempt=0, detail=why[-2000:], graded_at=stamp())
+
+    def close(self):
+        self.queue.put(None)
+        self.thread.join(timeout=60)

@@ -1,0 +1,205 @@
+"""The service's database: who may submit, and every submission (SQLite in the course folder).
+
+Everything acknowledged is on disk first: a submission's notebook is written and synced,
+then its row committed (SQLite in WAL mode with full syncs), and only then does the
+student get its id. After a crash, every row still queued or running is graded again, and
+a row whose result file is already written is finished without grading twice.
+
+Tokens are stored as the SHA-256 of their secret, never the secret itself; a token is
+"<id>.<secret>", looked up by id and compared in constant time.
+"""
+import hashlib
+import hmac
+import secrets
+import sqlite3
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS tokens (
+    id TEXT PRIMARY KEY,
+    secret_sha256 TEXT NOT NULL,
+    student_id TEXT NOT NULL,
+    role TEXT NOT NULL DEFAULT 'student',
+    assignment TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    revoked_at TEXT
+);
+CREATE TABLE IF NOT EXISTS submissions (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT UNIQUE NOT NULL,
+    assignment TEXT NOT NULL,
+    student_id TEXT NOT NULL,
+    received_at TEXT NOT NULL,
+    sha256 TEXT NOT NULL,
+    path TEXT NOT NULL,
+    status TEXT NOT NULL,
+    attempt INTEGER NOT NULL DEFAULT 1,
+    counted INTEGER NOT NULL DEFAULT 0,
+    tries INTEGER NOT NULL DEFAULT 0,
+    answers_key TEXT NOT NULL DEFAULT '',
+    score REAL,
+    detail TEXT NOT NULL DEFAULT '',
+    graded_at TEXT
+);
+CREATE INDEX IF NOT EXISTS by_student ON submissions (assignment, student_id);
+CREATE INDEX IF NOT EXISTS by_status ON submissions (status);
+"""
+QUEUED, RUNNING, GRADED, ERROR = "queued", "running", "graded", "error"
+STUDENT, TA = "student", "ta"
+
+
+def now():
+    return datetime.now(timezone.utc)
+
+
+def stamp(moment=None):
+    return (moment or now()).isoformat(timespec="microseconds")
+
+
+@dataclass(frozen=True)
+class Who:
+    """The holder of a token: a student (or a TA) of one assignment."""
+
+    student_id: str
+    role: str
+    assignment: str
+    token_id: str
+
+
+@dataclass
+class Row:
+    seq: int
+    id: str
+    assignment: str
+    student_id: str
+    received_at: str
+    sha256: str
+    path: str
+    status: str
+    attempt: int
+    counted: int
+    tries: int
+    answers_key: str
+    score: float
+    detail: str
+    graded_at: str
+
+
+class Store:
+    """One SQLite database, shared by the web handlers and the grading threads (one connection
+    per thread; SQLite serialises the writes)."""
+
+    def __init__(self, path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.local = threading.local()
+        self._db().executescript(SCHEMA)  # (executescript commits by itself)
+
+    def _db(self):
+        db = getattr(self.local, "db", None)
+        if db is None:
+            db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+            db.row_factory = sqlite3.Row
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=FULL")  # a committed submission survives a power cut
+            db.execute("PRAGMA busy_timeout=30000")
+            self.local.db = db
+        return db
+
+    @contextmanager
+    def write(self):
+        """A transaction: committed when the block ends, rolled back if it raises."""
+        db = self._db()
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            yield db
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+
+    def read(self, sql, *args):
+        return [dict(row) for row in self._db().execute(sql, args).fetchall()]
+
+    # -- tokens --------------------------------------------------------------------------------
+    def issue(self, student_id, assignment, role=STUDENT):
+        """A new token ("<id>.<secret>") for the student; only its hash is kept."""
+        token_id, secret = secrets.token_hex(6), secrets.token_urlsafe(24)
+        with self.write() as db:
+            db.execute("INSERT INTO tokens (id, secret_sha256, student_id, role, assignment, created_at)"
+                       " VALUES (?, ?, ?, ?, ?, ?)", (token_id, _sha256(secret), student_id, role, assignment, stamp()))
+        return f"{token_id}.{secret}"
+
+    def active_tokens(self, assignment):
+        return self.read("SELECT id, student_id, role, created_at FROM tokens WHERE assignment = ? AND revoked_at IS"
+                         " NULL ORDER BY student_id", assignment)
+
+    def revoke(self, assignment, student_id):
+        """Revoke every token of the student for the assignment; returns how many."""
+        with self.write() as db:
+            cursor = db.execute("UPDATE tokens SET revoked_at = ? WHERE assignment = ? AND student_id = ? AND"
+                                " revoked_at IS NULL", (stamp(), assignment, student_id))
+            return cursor.rowcount
+
+    def who(self, token):
+        """The Who a token stands for, or None (unknown, malformed or revoked). The secret is
+        compared in constant time, so no answer's timing says how much of it was right."""
+        if not isinstance(token, str) or token.count(".") != 1 or len(token) > 200:
+            _sha256("x" * 32)  # the same work as a real comparison
+            return None
+        token_id, secret = token.split(".")
+        rows = self.read("SELECT * FROM tokens WHERE id = ?", token_id)
+        expected = rows[0]["secret_sha256"] if rows else _sha256(secrets.token_urlsafe(24))
+        if not hmac.compare_digest(expected, _sha256(secret)) or not rows or rows[0]["revoked_at"]:
+            return None
+        row = rows[0]
+        return Who(row["student_id"], row["role"], row["assignment"], row["id"])
+
+    # -- submissions ---------------------------------------------------------------------------
+    def add(self, submission_id, assignment, student_id, received_at, sha256, path):
+        with self.write() as db:
+            db.execute("INSERT INTO submissions (id, assignment, student_id, received_at, sha256, path, status)"
+                       " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                       (submission_id, assignment, student_id, received_at, sha256, str(path), QUEUED))
+
+    def get(self, submission_id):
+        rows = self.read("SELECT * FROM submissions WHERE id = ?", submission_id)
+        return Row(**rows[0]) if rows else None
+
+    def of_student(self, assignment, student_id):
+        return [Row(**row) for row in self.read("SELECT * FROM submissions WHERE assignment = ? AND student_id = ?"
+                                                " ORDER BY seq", assignment, student_id)]
+
+    def of_assignment(self, assignment):
+        return [Row(**row) for row in self.read("SELECT * FROM submissions WHERE assignment = ? ORDER BY seq",
+                                                assignment)]
+
+    def unfinished(self):
+        """Every submission still queued or running, oldest first (to grade after a restart)."""
+        return [Row(**row) for row in self.read("SELECT * FROM submissions WHERE status IN (?, ?) ORDER BY seq",
+                                                QUEUED, RUNNING)]
+
+    def ahead_of(self, row):
+        """How many submissions of the same assignment wait before this one."""
+        return self.read("SELECT COUNT(*) AS n FROM submissions WHERE assignment = ? AND status IN (?, ?)"
+                         " AND seq < ?", row.assignment, QUEUED, RUNNING, row.seq)[0]["n"]
+
+    def set_counted(self, assignment, student_id, submission_id):
+        """Mark `submission_id` as the student's attempt that counts (and no other)."""
+        with self.write() as db:
+            db.execute("UPDATE submissions SET counted = (id = ?) WHERE assignment = ? AND student_id = ?",
+                       (submission_id, assignment, student_id))
+
+    def set_status(self, submission_id, status, **fields):
+        columns = {"status": status, **fields}
+        with self.write() as db:
+            db.execute(f"UPDATE submissions SET {', '.join(f'{k} = ?' for k in columns)} WHERE id = ?",
+                       (*columns.values(), submission_id))
+
+
+def _sha256(text):
+    return hashlib.sha256(text.encode()).hexdigest()

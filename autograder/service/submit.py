@@ -1,0 +1,128 @@
+"""Taking a submission in: may this student hand this in now, and is it a notebook at all?
+
+Nothing the grader refuses costs an attempt: a file over the size limit, one that is not a
+notebook or not valid JSON, the wrong or a closed assignment, too many requests. A
+notebook that is taken is on disk (written and synced) and in the database (committed)
+before its id is given back, and only then queued.
+"""
+import hashlib
+import os
+import secrets
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+
+from autograder.grading.notebook import InvalidNotebook, read_notebook
+from autograder.service.store import ERROR, stamp
+
+
+@dataclass
+class Refused(Exception):
+    """A submission not taken: the HTTP status, and what the student reads."""
+
+    status: int
+    message: str
+    extra: dict = field(default_factory=dict)
+
+    def __str__(self):
+        return self.message
+
+
+def check_open(service, who, assignment, now):
+    """Refused unless `who` may hand in `assignment` (an Assignment the service grades) now."""
+    config = assignment.config.service
+    opens = _aware(config.opens)
+    if opens is not None and now < opens:
+        raise Refused(403, f"{assignment.title} opens for submissions at {when(opens)}.")
+    record = service.counting.records[assignment.name]
+    policy = record.policy
+    if policy is not None and policy.cutoff is not None:
+        cutoff = policy.cutoff + record.extensions.get(who.student_id, timedelta(0))
+        if now > cutoff:
+            raise Refused(403, f"{assignment.title} closed at {when(cutoff)}: no more submissions are taken."
+                               " Your last attempt before then is your grade.")
+
+
+def check_attempts(service, who, assignment, now):
+    """Refused when the student has used every attempt of the current window."""
+    config = assignment.config.service
+    if config.attempts is None:
+        return None
+    window = timedelta(hours=config.attempt_window_hours)
+    rows = service.store.of_student(assignment.name, who.student_id)
+    used = [row for row in rows if row.attempt and row.status != ERROR
+            and datetime.fromisoformat(row.received_at) > now - window]
+    if len(used) < config.attempts:
+        return config.attempts - len(used)
+    again = min(datetime.fromisoformat(row.received_at) for row in used) + window
+    counted = next((row.id for row in rows if row.counted), None)
+    raise Refused(429, f"You have used your {config.attempts} attempts of the last {config.attempt_window_hours:g}"
+                       f" hours; your next one is possible from {when(again)}. The attempt that counts so far is"
+                       " shown below.", {"counted": counted, "retry_at": again.isoformat()})
+
+
+def take(service, who, assignment, incoming, now=None):
+    """Take the uploaded file at `incoming` (a temporary path) as `who`'s submission of
+    `assignment`: (the database row, attempts left after it or None). Refused, with the file
+    removed, when it may not be taken."""
+    now = now or datetime.now(timezone.utc)
+    try:
+        check_open(service, who, assignment, now)
+        try:
+            read_notebook(incoming)
+        except InvalidNotebook as error:
+            raise Refused(422, f"This file cannot be graded: {error}. It did not cost you an attempt.") from None
+        except OSError:
+            raise Refused(422, "The upload could not be read. It did not cost you an attempt.") from None
+        with service.lock(assignment.name, who.student_id):
+            left = check_attempts(service, who, assignment, now)
+            submission_id = secrets.token_hex(8)
+            path = service.uploads(assignment.name) / f"{submission_id}.ipynb"
+            digest = _sync(incoming)
+            os.replace(incoming, path)
+            _sync_folder(path.parent)
+            service.store.add(submission_id, assignment.name, who.student_id, stamp(now), digest, path)
+    finally:
+        if os.path.exists(incoming):
+            os.unlink(incoming)
+    row = service.store.get(submission_id)
+    lane = service.lanes[assignment.name]
+    done = lane.answered_at_once(row)  # answers graded before: their result at once
+    if done is not None:
+        service.recorder.put(done)
+    else:
+        lane.put(row.id)
+    return row, (left - 1 if left is not None else None)
+
+
+def _sync(path):
+    """The file's SHA-256, once its bytes are on the disk."""
+    digest = hashlib.sha256()
+    with open(path, "rb+") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+        handle.flush()
+        os.fsync(handle.fileno())
+    return digest.hexdigest()
+
+
+def _sync_folder(folder):
+    descriptor = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+def when(moment):
+    """A moment as students read it: 2026-11-20 23:59 UTC."""
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _aware(moment):
+    if moment is None:
+        return None
+    if not isinstance(moment, datetime):
+        from autograder.runs.late import parse_time
+
+        return parse_time(moment, "[service] opens")
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
