@@ -142,19 +142,24 @@ class Counting:
         self.service = service
         self.records = {a.name: AssignmentRecord(a, roster, service.root / "counted") for a in service.assignments}
 
-    def graded(self, assignment, student_id, notebooks=None):
-        """After an attempt of `student_id` was graded: record the attempt that counts, if it changed."""
-        record = self.records[assignment]
-        lane = self.service.lanes[assignment]
-        rows = self.service.store.of_student(assignment, student_id)
-        results = {row.id: result for row in rows if row.status == ROW_GRADED
-                   and (result := read_result(None, None, lane.result_path(row.id))) is not None}
+    def graded(self, row, result, key, notebook=None):
+        """`row` (a submission) was just graded into `result`: record the attempt that counts now
+        if it changed, and return its id (None when it did not change)."""
+        record = self.records[row.assignment]
+        lane = self.service.lanes[row.assignment]
+        rows = self.service.store.of_student(row.assignment, row.student_id)
+        for other in rows:
+            if other.id == row.id:  # as it will be once graded
+                other.status, other.answers_key = ROW_GRADED, key
+        results = {other.id: found for other in rows if other.status == ROW_GRADED
+                   and (found := result if other.id == row.id else
+                        read_result(None, None, lane.result_path(other.id))) is not None}
         chosen = record.choose(rows, results)
-        if chosen is None or any(row.counted and row.id == chosen.id for row in rows):
-            return
-        result = record.counted_result(chosen, results[chosen.id])
-        record.record(result, (notebooks or {}).get(chosen.id))
-        self.service.store.set_counted(assignment, student_id, chosen.id)
+        if chosen is None or chosen.counted:
+            return None
+        counted = record.counted_result(chosen, results[chosen.id])
+        record.record(counted, notebook if chosen.id == row.id else None)
+        return chosen.id
 
     def flush(self):
         for record in self.records.values():

@@ -205,9 +205,8 @@ class Recorder:
         if done.key:
             lane.identical.keep(done.key, result)
         write_result(None, result, lane.result_path(row.id))
-        store.set_status(row.id, GRADED, score=result.score, answers_key=done.key or result.answers_key,
-                         graded_at=stamp(), detail="")
-        self.service.counting.graded(row.assignment, row.student_id, notebooks={row.id: done.notebook})
+        counted = self.service.counting.graded(row, result, done.key or result.answers_key, done.notebook)
+        store.finish(row, result.score, done.key or result.answers_key, counted)
 
     def _failed(self, submission_id, why, retry=True):
         store = self.service.store

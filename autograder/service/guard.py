@@ -21,7 +21,8 @@ class TooLarge(Exception):
 
 
 class BodyLimit:
-    """Refuse POST bodies over `limit_of(path)` bytes (None: no limit for that path)."""
+    """Refuse POST bodies over `limit_of(path)` bytes (None: no limit for that path). A limit is the
+    assignment's whole megabytes plus a little for the form around the notebook."""
 
     def __init__(self, app, limit_of):
         self.app, self.limit_of = app, limit_of
@@ -63,7 +64,7 @@ class BodyLimit:
 
 
 async def _too_large(send, limit):
-    body = json.dumps({"error": f"The upload is over the {limit / 2**20:g} MB this assignment takes. Clear your"
+    body = json.dumps({"error": f"The upload is over the {limit // 2**20} MB this assignment takes. Clear your"
                                 " notebook's outputs (Restart & Clear Output), save it and submit again. It did not"
                                 " cost you an attempt."}).encode()
     await send({"type": "http.response.start", "status": 413,

@@ -194,6 +194,16 @@ class Store:
             db.execute("UPDATE submissions SET counted = (id = ?) WHERE assignment = ? AND student_id = ?",
                        (submission_id, assignment, student_id))
 
+    def finish(self, row, score, answers_key, counted_id=None):
+        """The submission graded, and (when it changed) the student's attempt that counts, in one
+        transaction: nobody ever reads a graded submission whose counting is not done."""
+        with self.write() as db:
+            db.execute("UPDATE submissions SET status = ?, score = ?, answers_key = ?, graded_at = ?, detail = ''"
+                       " WHERE id = ?", (GRADED, score, answers_key, stamp(), row.id))
+            if counted_id is not None:
+                db.execute("UPDATE submissions SET counted = (id = ?) WHERE assignment = ? AND student_id = ?",
+                           (counted_id, row.assignment, row.student_id))
+
     def set_status(self, submission_id, status, **fields):
         columns = {"status": status, **fields}
         with self.write() as db:

@@ -1,0 +1,300 @@
+"""Grading on submit: `autograder serve`, tested as students and TAs use it, over HTTP on 127.0.0.1.
+
+One service runs for the module, on a copy of the course whose causal_attention is due in
+2099, shows ex3's structure check only after the due date and never shows ex8_model's
+checks, takes 4 attempts per day and uploads of at most 1 MB.
+"""
+import concurrent.futures
+import json
+import re
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+
+import pytest
+
+from autograder.service.client import describe
+from helpers import cli, example, make_gradebook, make_notebook, new_course
+from service_helpers import (issue_tokens, multipart, notebook_bytes, request, serve, submit,
+                             wait_graded)
+
+ASSIGNMENT = "causal_attention"
+STUDENTS = ["ada", "ben", "cy", "dee", "eve", "fay", "gus", "hal", "ivy", "jo", *(f"c{i}" for i in range(12))]
+SETTINGS = """
+[late]
+due = 2099-01-01T00:00:00Z
+percent_per_day = 10
+
+[service]
+attempts = 4
+max_upload_mb = 1
+requests_per_minute = 300
+
+[visibility]
+"ex3::test_structure" = "after_due_date"
+"ex8_model" = "hidden"
+"""
+pytestmark = pytest.mark.usefixtures("sandbox_required")
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    course = make_gradebook(new_course(tmp_path_factory.mktemp("service")))
+    settings = course / "exercises" / ASSIGNMENT / "assignment.toml"
+    settings.write_text(settings.read_text() + SETTINGS)
+    tokens = issue_tokens(course, ASSIGNMENT, STUDENTS)
+    service = serve(course, ASSIGNMENT)
+    service.tokens = tokens
+    yield service
+    service.stop()
+
+
+@pytest.fixture(scope="module")
+def notebooks():
+    return {name: notebook_bytes(example(name)) for name in ("ada", "ben", "cy", "dee")}
+
+
+def graded_result(course, student):
+    return json.loads((course / "graded" / ASSIGNMENT / f"{student}.json").read_text())
+
+
+def hidden_texts(result):
+    """Descriptions and messages of the checks no student may see before the due date."""
+    shown, hidden = set(), set()
+    for test in result["tests"]:
+        cell = test.get("extra_data", {}).get("grade_id", test["name"])
+        for check in test["extra_data"]["checks"]:
+            base = check["name"].split("[")[0]
+            secret = cell == "ex8_model" or (cell == "ex3" and base == "test_structure")
+            (hidden if secret else shown).update(t for t in (check["description"], check["message"]) if t)
+    return hidden - shown
+
+
+def login(served, student):
+    """The cookie a personal link sets."""
+    status, _, headers = request(f"{served.base}/login/{served.tokens[student]}")
+    assert status in (200, 303)
+    return headers["set-cookie"].split(";")[0]
+
+
+# -- handing in and reading feedback ------------------------------------------------------------
+def test_a_notebook_is_graded_as_the_batch_grades_it_and_what_counts_is_recorded(served, notebooks):
+    status, answer = submit(served, "ada", notebooks["ada"])
+    assert status == 202, answer
+    assert answer["status"] in ("queued", "running", "graded") and answer["attempts_left"] == 3
+    assert set(answer) >= {"id", "status_url", "feedback_url", "queue_position", "score"}
+    done = wait_graded(served, "ada", answer["id"])
+    assert done["status"] == "graded" and done["counted"] is True
+    assert done["feedback"]["complete"] is False and done["feedback"]["hidden_checks"] > 0
+    graded = graded_result(served.course, "ada")
+    assert graded["score"] == 26  # the whole result, in graded/ as `autograder grade` writes it
+    assert "/service/counted/causal_attention/ada/causal_attention/" in graded["extra_data"]["path"]
+    assert done["score"] == done["max_score"] < 26  # only the shown checks' points, all earned
+
+
+def test_hidden_checks_leave_no_trace_before_the_due_date(served, notebooks):
+    status, answer = submit(served, "ben", notebooks["ben"])
+    done = wait_graded(served, "ben", answer["id"])
+    secrets_ = hidden_texts(graded_result(served.course, "ben"))
+    assert any("language model" in text or "token ids" in text for text in secrets_)  # ex8_model's are there
+    cookie = login(served, "ben")
+    _, page, _ = request(done["feedback_url"], cookie=cookie)
+    _, listing, _ = request(f"{served.base}/api/assignments/{ASSIGNMENT}/submissions", served.tokens["ben"])
+    for text in (json.dumps(done), json.dumps(listing), page):
+        leaked = [secret for secret in secrets_ if secret in text or json.dumps(secret)[1:-1] in text]
+        assert not leaked, leaked
+    assert done["hidden_until"].startswith("2099-01-01") and done["score"] < graded_result(served.course, "ben")["score"]
+    assert "not shown until the due date, 2099-01-01 00:00 UTC" in " ".join(page.split())
+
+
+def test_an_identical_resubmission_is_answered_at_once_and_counts(served, notebooks):
+    first = wait_graded(served, "cy", submit(served, "cy", notebooks["cy"])[1]["id"])
+    started = time.perf_counter()
+    status, again = submit(served, "cy", notebooks["cy"])
+    done = wait_graded(served, "cy", again["id"])
+    assert status == 202 and time.perf_counter() - started < 1.0  # never queued behind anyone
+    assert done["score"] == first["score"] and done["counted"] is True
+    rows = sqlite3.connect(served.course / "service" / "service.db").execute(
+        "SELECT counted FROM submissions WHERE student_id = 'cy' ORDER BY seq").fetchall()
+    assert rows == [(0,), (1,)]  # the last one counts
+
+
+@pytest.mark.parametrize("what, data, field, status, words", [
+    ("not a notebook", b"hello, this is my homework", "notebook", 422, "not valid JSON"),
+    ("corrupt JSON", b'{"cells": [', "notebook", 422, "not valid JSON"),
+    ("JSON, not a notebook", b'{"answer": 42}', "notebook", 422, "not a Jupyter notebook"),
+    ("no notebook field", b"{}", "homework", 422, "form field `notebook`"),
+    ("over the size limit", b"x" * (2 * 2**20), "notebook", 413, "over the 1 MB"),
+], ids=lambda value: value if isinstance(value, str) and len(value) < 40 else None)
+def test_bad_uploads_are_refused_clearly_and_cost_no_attempt(served, what, data, field, status, words):
+    body, kind = multipart({field: ("causal_attention.ipynb", data)})
+    got, answer, _ = request(f"{served.base}/api/assignments/{ASSIGNMENT}/submissions", served.tokens["eve"], body,
+                             kind)
+    assert got == status and words in answer["error"], (what, answer)
+    _, listing, _ = request(f"{served.base}/api/assignments/{ASSIGNMENT}/submissions", served.tokens["eve"])
+    assert listing == []
+
+
+def test_an_upload_without_a_length_is_cut_off_at_the_limit(served):
+    """A body sent in chunks, with no Content-Length, is refused once it passes the limit."""
+    import http.client
+
+    connection = http.client.HTTPConnection(urllib.parse.urlsplit(served.base).netloc, timeout=30)
+    connection.putrequest("POST", f"/api/assignments/{ASSIGNMENT}/submissions")
+    connection.putheader("Authorization", f"Bearer {served.tokens['eve']}")
+    connection.putheader("Content-Type", "multipart/form-data; boundary=x")
+    connection.putheader("Transfer-Encoding", "chunked")
+    connection.endheaders()
+    chunk = b"--x\r\nContent-Disposition: form-data; name=\"notebook\"; filename=\"a.ipynb\"\r\n\r\n" + b"y" * 65536
+    try:
+        for _ in range(40):  # 2.5 MB, more than the 1 MB limit
+            connection.send(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+            chunk = b"y" * 65536
+        connection.send(b"0\r\n\r\n")
+    except (BrokenPipeError, ConnectionResetError):
+        pass  # the server stopped reading: what this test wants
+    response = connection.getresponse()
+    assert response.status == 413
+
+
+def test_the_wrong_assignment_and_a_stranger_get_nothing(served, notebooks):
+    body, kind = multipart({"notebook": ("x.ipynb", notebooks["ada"])})
+    got, answer, _ = request(f"{served.base}/api/assignments/self_attention/submissions", served.tokens["eve"], body,
+                             kind)
+    assert got == 404 and "No such assignment" in answer["error"]
+    for token in (None, "nonsense", "abc.def", served.tokens["eve"][:-1] + "x"):
+        got, answer, headers = request(f"{served.base}/api/assignments/{ASSIGNMENT}/submissions", token)
+        assert got == 401 and headers.get("www-authenticate") == "Bearer"
+
+
+def test_attempts_run_out_and_the_refusal_says_when_and_what_counts(served, notebooks):
+    ids = [submit(served, "dee", notebooks["dee"])[1]["id"] for _ in range(4)]
+    status, answer = submit(served, "dee", notebooks["dee"])
+    assert status == 429 and "used your 4 attempts of the last 24 hours" in answer["error"]
+    assert answer["retry_at"] and answer["counted"] in ids + [None]
+    wait_graded(served, "dee", ids[-1])
+
+
+def test_too_many_requests_are_slowed_down_for_that_student_only(served):
+    url = f"{served.base}/api/assignments/{ASSIGNMENT}/submissions"
+    answers = [request(url, served.tokens["hal"]) for _ in range(320)]
+    limited = [headers for status, _, headers in answers if status == 429]
+    assert limited and int(limited[0]["retry-after"]) >= 1
+    assert request(url, served.tokens["ivy"])[0] == 200  # everyone else goes on
+
+
+# -- students apart ------------------------------------------------------------------------------
+def test_no_student_can_list_read_or_replace_anothers_submissions(served, notebooks):
+    ada_id = wait_graded(served, "ada", submit(served, "ada", notebooks["ada"])[1]["id"])["id"]
+    ben = served.tokens["ben"]
+    assert request(f"{served.base}/api/submissions/{ada_id}", ben)[0] == 404  # as for an id that does not exist
+    assert request(f"{served.base}/api/submissions/0123456789abcdef", ben)[0] == 404
+    _, listing, _ = request(f"{served.base}/api/assignments/{ASSIGNMENT}/submissions", ben)
+    assert ada_id not in json.dumps(listing)
+    cookie = login(served, "ben")
+    status, page, _ = request(f"{served.base}/submissions/{ada_id}", cookie=cookie)
+    assert status == 404 and "No such submission of yours" in page and "Your score" not in page
+    assert request(f"{served.base}/ta/{ASSIGNMENT}", cookie=cookie)[0] == 404
+    assert request(f"{served.base}/ta/{ASSIGNMENT}/submissions/{ada_id}", cookie=cookie)[0] == 404
+    assert request(f"{served.base}/assignments/self_attention", cookie=cookie)[0] == 404
+    ta = login(served, "tim")
+    status, page, _ = request(f"{served.base}/ta/{ASSIGNMENT}/submissions/{ada_id}", cookie=ta)
+    assert status == 200 and "Your score:" in page  # a TA sees every check of every student
+
+
+def test_the_upload_form_refuses_cross_site_posts_and_file_names_never_reach_a_path(served, notebooks):
+    cookie = login(served, "fay")
+    _, page, _ = request(f"{served.base}/assignments/{ASSIGNMENT}", cookie=cookie)
+    token = re.search(r'name="csrf" value="([^"]+)"', page).group(1)
+    url = f"{served.base}/assignments/{ASSIGNMENT}/upload"
+    evil_name = "../../../../tmp/owned.ipynb"
+    for fields, headers in (({"notebook": (evil_name, notebooks["ada"])}, {}),
+                            ({"csrf": "0" * 40, "notebook": (evil_name, notebooks["ada"])}, {}),
+                            ({"csrf": token, "notebook": (evil_name, notebooks["ada"])},
+                             {"Origin": "http://evil.example"})):
+        body, kind = multipart(fields)
+        assert request(url, data=body, content_type=kind, cookie=cookie, headers=headers)[0] == 403
+    body, kind = multipart({"csrf": token, "notebook": (evil_name, notebooks["ada"])})
+    status, _, headers = request(url, data=body, content_type=kind, cookie=cookie)
+    assert status == 303 and headers["location"].startswith("/submissions/")
+    stored = [p.name for p in (served.course / "service" / "uploads" / ASSIGNMENT).glob("*.ipynb")]
+    assert stored and all(re.fullmatch(r"[0-9a-f]{16}\.ipynb", name) for name in stored)
+    assert not list(served.course.parent.rglob("owned.ipynb"))
+
+
+def test_tokens_are_kept_hashed_and_a_revoked_one_stops_working(served):
+    database = (served.course / "service" / "service.db").read_bytes()
+    assert not any(token.split(".")[1].encode() in database for token in served.tokens.values())
+    done = cli("tokens", ASSIGNMENT, "--revoke", "jo", "--course", served.course)
+    assert done.returncode == 0 and "1 token(s) revoked" in done.stdout
+    assert request(f"{served.base}/api/assignments/{ASSIGNMENT}/submissions", served.tokens["jo"])[0] == 401
+
+
+# -- other ways in ---------------------------------------------------------------------------------
+def test_the_standard_library_client_hands_in_and_prints_the_feedback(served, tmp_path, notebooks):
+    status, code, _ = request(f"{served.base}/client.py")
+    assert status == 200 and "import urllib.request" in code
+    client = tmp_path / "autograder_client.py"
+    client.write_text(code)
+    notebook = tmp_path / "mine.ipynb"
+    notebook.write_bytes(notebooks["ben"])
+    done = subprocess.run([sys.executable, "-I", str(client), served.base, ASSIGNMENT, str(notebook)],
+                          capture_output=True, text=True, timeout=300,
+                          env={"AUTOGRADER_TOKEN": served.tokens["gus"], "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Your score on the checks shown:" in done.stdout and "checks are not shown until" in done.stdout
+
+
+def test_the_api_is_described_by_an_openapi_schema(served):
+    status, schema, _ = request(f"{served.base}/openapi.json")
+    assert status == 200 and schema["openapi"].startswith("3")
+    paths = schema["paths"]
+    assert set(paths["/api/assignments/{assignment}/submissions"]) == {"get", "post"}
+    assert "202" in {str(k) for k in paths["/api/assignments/{assignment}/submissions"]["post"]["responses"]}
+    assert "/api/submissions/{submission_id}" in paths
+
+
+def test_many_clients_at_once_lose_nothing(served, notebooks):
+    students = [f"c{i}" for i in range(12)]
+    kinds = ["ada", "ben", "cy", "dee"]
+
+    def one(index):
+        student = students[index]
+        status, answer = submit(served, student, notebooks[kinds[index % 4]])
+        assert status == 202, answer
+        return student, wait_graded(served, student, answer["id"], timeout=300)
+
+    with concurrent.futures.ThreadPoolExecutor(len(students)) as pool:
+        answers = dict(pool.map(one, range(len(students))))
+    assert all(answer["status"] == "graded" for answer in answers.values())
+    for index, student in enumerate(students):  # the same answers, the same grade
+        assert graded_result(served.course, student)["score"] == graded_result(served.course, kinds[index % 4])["score"]
+    assert "Traceback" not in served.log.read_text()
+
+
+def test_a_ta_sees_everyone_and_a_regrade_follows_a_changed_weight(served, notebooks):
+    from test_reruns import reweigh
+
+    wait_graded(served, "ben", submit(served, "ben", notebooks["ben"])[1]["id"])
+    before = graded_result(served.course, "ben")["score"]
+    ta = login(served, "tim")
+    status, page, _ = request(f"{served.base}/ta/{ASSIGNMENT}", cookie=ta)
+    assert status == 200 and "ada" in page and "ben" in page
+    reweigh(served.course, 9)
+    token = re.search(r'name="csrf" value="([^"]+)"', page).group(1)
+    body, kind = multipart({"csrf": token})
+    assert request(f"{served.base}/ta/{ASSIGNMENT}/regrade", data=body, content_type=kind, cookie=ta)[0] == 303
+    deadline = time.monotonic() + 300
+    while "done at" not in (page := request(f"{served.base}/ta/{ASSIGNMENT}", cookie=ta)[1]):
+        assert "failed" not in page and time.monotonic() < deadline, page[-2000:]
+        time.sleep(0.5)
+    after = graded_result(served.course, "ben")["score"]
+    assert after != before and "scores moved" in page
+    changes = (served.course / "graded" / ASSIGNMENT / "changes.csv").read_text()
+    assert "ben" in changes
+    # later submissions are graded with the changed weight too
+    fresh = wait_graded(served, "ivy", submit(served, "ivy", notebooks["ben"])[1]["id"])
+    assert graded_result(served.course, "ivy")["score"] == after and fresh["status"] == "graded"
