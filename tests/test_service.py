@@ -108,6 +108,7 @@ def test_hidden_checks_leave_no_trace_before_the_due_date(served, notebooks):
         assert not leaked, leaked
     assert done["hidden_until"].startswith("2099-01-01") and done["score"] < graded_result(served.course, "ben")["score"]
     assert "not shown until the due date, 2099-01-01 00:00 UTC" in " ".join(page.split())
+    assert "checks are for your TA only" in " ".join(page.split())
 
 
 def test_an_identical_resubmission_is_answered_at_once_and_counts(served, notebooks):
@@ -298,3 +299,70 @@ def test_a_ta_sees_everyone_and_a_regrade_follows_a_changed_weight(served, noteb
     # later submissions are graded with the changed weight too
     fresh = wait_graded(served, "ivy", submit(served, "ivy", notebooks["ben"])[1]["id"])
     assert graded_result(served.course, "ivy")["score"] == after and fresh["status"] == "graded"
+
+
+# -- nothing lost ----------------------------------------------------------------------------------
+@pytest.mark.slow
+def test_kill_9_mid_queue_then_a_restart_grades_every_acknowledged_submission_once(tmp_path, notebooks):
+    from helpers import crashing_notebook, settled_sandbox_processes
+
+    course = make_gradebook(new_course(tmp_path))
+    settings = course / "exercises" / ASSIGNMENT / "assignment.toml"
+    settings.write_text(settings.read_text() + "\n[service]\nrequests_per_minute = 1200\n")  # the test polls often
+    students = ["ada", "ben", "cy", "dee", "fay", "gus"]
+    tokens = issue_tokens(course, ASSIGNMENT, students)
+    files = {**notebooks, "fay": notebook_bytes(crashing_notebook()), "gus": notebook_bytes(make_notebook(
+        {"ex1_answer": [("return", "x = 1\n    return")]}))}
+    service = serve(course, ASSIGNMENT, jobs=2)
+    service.tokens = tokens
+    acknowledged = {}
+    try:
+        for student in students:
+            status, answer = submit(service, student, files[student])
+            assert status == 202, answer
+            acknowledged[student] = answer["id"]
+    finally:
+        service.stop(kill=True)  # kill -9, with most of the queue not graded yet
+    settled_sandbox_processes(0, timeout=20)
+    again = serve(course, ASSIGNMENT, jobs=2)
+    again.tokens = tokens
+    try:
+        answers = {student: wait_graded(again, student, submission_id) for student, submission_id in acknowledged.items()}
+    finally:
+        again.stop()
+    assert all(answer["status"] == "graded" and answer["counted"] for answer in answers.values()), answers
+    rows = sqlite3.connect(course / "service" / "service.db").execute("SELECT student_id, status FROM submissions").fetchall()
+    assert sorted(rows) == sorted((s, "graded") for s in students)  # one row each: nothing lost, nothing twice
+    graded = course / "graded" / ASSIGNMENT
+    assert sorted(p.stem for p in graded.glob("[!.]*.json")) == sorted(students)
+    assert not (graded / "history").exists()  # no result was ever recorded twice
+    assert not list((course / "service" / "uploads").rglob(".incoming-*"))
+    assert graded_result(course, "ada")["score"] == 26 and graded_result(course, "ben")["score"] == 17.8
+
+
+# -- as people use it ----------------------------------------------------------------------------
+def test_a_student_hands_in_through_the_page_in_chromium_and_reads_the_feedback(served, tmp_path, notebooks):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from browser import full_page_screenshot, start_browser
+
+    notebook = tmp_path / "causal_attention.ipynb"
+    notebook.write_bytes(notebooks["ben"])
+    browser = start_browser()
+    try:
+        browser.get(f"{served.base}/login/{served.tokens['fay']}")
+        upload = WebDriverWait(browser, 30).until(expected_conditions.presence_of_element_located((By.ID, "notebook")))
+        upload.send_keys(str(notebook))
+        browser.find_element(By.ID, "submit").click()
+        WebDriverWait(browser, 120).until(expected_conditions.presence_of_element_located((By.ID, "score")))
+        text = browser.find_element(By.TAG_NAME, "body").text
+        full_page_screenshot(browser, tmp_path / "service-feedback.png", 1000)
+        assert "Your score on the checks shown:" in text and "not shown until the due date" in text
+        assert "for your TA only" in text
+        assert "Exercise 3" in text and "token ids" not in text  # ex8_model's checks stay hidden
+        browser.get(f"{served.base}/assignments/{ASSIGNMENT}")
+        assert "counts" in browser.find_element(By.TAG_NAME, "body").text
+    finally:
+        browser.quit()

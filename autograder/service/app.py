@@ -26,7 +26,8 @@ from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Redire
 from starlette.routing import Route
 from starlette.schemas import SchemaGenerator
 
-from autograder.outputs.feedback import _css, layout_of
+from autograder.outputs.feedback import _css, inline_code, layout_of
+from autograder.record import cell_in_words
 from autograder.record import read_result
 from autograder.runs.late import LateWork
 from autograder.service.guard import BodyLimit, RateLimit, TooLarge, csrf_ok, csrf_token
@@ -47,6 +48,8 @@ def environment():
                       autoescape=select_autoescape(["html", "j2"]), trim_blocks=True, lstrip_blocks=True)
     env.filters["points"] = lambda value: f"{value:g}"
     env.filters["when"] = lambda text: when(datetime.fromisoformat(text)) if text else ""
+    env.filters["code"] = inline_code  # `names` as code, the text escaped
+    env.filters["cell"] = cell_in_words
     return env
 
 
@@ -137,7 +140,8 @@ class Web:
         due = self.due(row.assignment, row.student_id)
         due_passed = due is not None and datetime.now(timezone.utc) >= due
         visibility = Visibility() if everything else self.visibility[row.assignment]
-        return student_view(result, visibility, due_passed, self.layouts[row.assignment].titles), due
+        layout = self.layouts[row.assignment]
+        return student_view(result, visibility, due_passed, layout.titles, layout.owners), due
 
     def submission_json(self, request, row):
         store = self.service.store

@@ -51,6 +51,7 @@ class CellView:
     max_points: float  # the shown checks' share of the cell
     checks: list = field(default_factory=list)  # grouped_checks() of the shown checks
     hidden: int = 0  # checks (grouped by description) not shown
+    errors: list = field(default_factory=list)  # (cell, error) the student's own cells of this exercise raised
 
 
 @dataclass
@@ -79,9 +80,11 @@ class StudentView:
                               for c in self.cells]}
 
 
-def student_view(result, visibility, due_passed, titles=None):
-    """The StudentView of `result` (a record.Result) with `visibility`, before or after the due date."""
-    titles = titles or {}
+def student_view(result, visibility, due_passed, titles=None, owners=None):
+    """The StudentView of `result` (a record.Result) with `visibility`, before or after the due date.
+    `titles`: {cell: title}; `owners`: {a cell's name: the graded cell it belongs to}, to put each
+    error the student's code raised under its exercise (outputs/feedback.py's Layout)."""
+    titles, owners = titles or {}, owners or {}
     cells, hidden, until_due = [], 0, 0
     for cell in result.cells:
         shown = [check for check in cell.checks if visibility.shown(cell.name, check.name, due_passed)]
@@ -98,8 +101,13 @@ def student_view(result, visibility, due_passed, titles=None):
                           and visibility.of_check(cell.name, c.name) == AFTER_DUE})
         cells.append(CellView(cell.name, titles.get(cell.name, cell.name), points, max_points, grouped_checks(shown),
                               hidden_here))
+    by_cell = {cell.name: cell for cell in cells}
+    loose = []
+    for error in result.cell_errors:
+        owner = by_cell.get(owners.get(error.cell))
+        (owner.errors if owner else loose).append((error.cell, error.error))
     complete = hidden == 0
     score = result.score if complete else round(sum(c.points for c in cells), 2)
     max_score = result.max_score if complete else round(sum(c.max_points for c in cells), 2)
-    return StudentView(complete, result.status, cells, score, max_score, hidden, list(result.notes),
-                       [(e.cell, e.error) for e in result.cell_errors], result.late_note, until_due)
+    return StudentView(complete, result.status, cells, score, max_score, hidden, list(result.notes), loose,
+                       result.late_note, until_due)

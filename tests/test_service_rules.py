@@ -1,0 +1,127 @@
+"""The service's rules without a server: what a student sees, which attempt counts, when it is open."""
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from autograder.record import CellScore, CheckOutcome
+from autograder.runs.late import LatePolicy
+from autograder.service.counting import AssignmentRecord
+from autograder.service.store import GRADED, Row, Who
+from autograder.service.submit import Refused, check_attempts, check_open
+from autograder.service.views import Visibility, student_view
+from helpers import make_result
+
+DUE = datetime(2026, 11, 20, 23, 59, tzinfo=timezone.utc)
+
+
+def result_with_checks():
+    checks = [CheckOutcome("test_shape[1]", "Returns (B, N, d_out)", True, 1.0),
+              CheckOutcome("test_shape[2]", "Returns (B, N, d_out)", False, 1.0, "got (2, 3)"),
+              CheckOutcome("test_secret", "The secret property", False, 2.0, "secret value 0.123")]
+    return make_result("ada", [CellScore("ex3", 1.25, 5.0, output="all feedback incl. secret value 0.123", checks=checks),
+                               CellScore("ex4", 1.0, 1.0, checks=[CheckOutcome("test_x", "X", True)])])
+
+
+def test_before_the_due_date_a_hidden_check_leaves_no_trace():
+    visibility = Visibility("visible", {"ex3::test_secret": "after_due_date"})
+    view = student_view(result_with_checks(), visibility, due_passed=False)
+    text = repr(view.to_json())
+    assert "secret" not in text and "0.123" not in text
+    assert view.hidden == view.hidden_until_due == 1 and not view.complete
+    ex3 = view.cells[0]
+    assert (ex3.points, ex3.max_points) == (1.25, 2.5)  # 1 of 2 shown weight earned, the shown share of 5 points
+    assert (view.score, view.max_score) == (2.25, 3.5)  # never the whole total, which would reveal the rest
+
+
+def test_after_the_due_date_the_view_is_the_whole_result():
+    visibility = Visibility("visible", {"ex3::test_secret": "after_due_date"})
+    result = result_with_checks()
+    view = student_view(result, visibility, due_passed=True)
+    assert view.complete and (view.score, view.max_score) == (result.score, result.max_score)
+    assert "secret value 0.123" in repr(view.to_json())
+
+
+def test_hidden_is_hidden_for_good_and_a_cell_can_be_hidden_whole():
+    visibility = Visibility("visible", {"ex3::test_secret": "hidden", "ex4": "after_due_date"})
+    view = student_view(result_with_checks(), visibility, due_passed=True)
+    assert view.hidden == 1 and view.hidden_until_due == 0 and "secret" not in repr(view.to_json())
+    before = student_view(result_with_checks(), visibility, due_passed=False)
+    assert before.cells[1].checks == [] and before.cells[1].max_points == 0
+
+
+def rows(*specs):
+    """Rows of one student: (id, received, score, answers key)."""
+    return [Row(seq=i, id=id_, assignment="a", student_id="ada", received_at=when.isoformat(), sha256="",
+                path="", status=GRADED, attempt=1, counted=0, tries=0, answers_key=key, score=score, detail="",
+                graded_at="") for i, (id_, when, score, key) in enumerate(specs)]
+
+
+class Record(AssignmentRecord):
+    def __init__(self, policy, counts="last"):
+        self.policy, self.counts, self.extensions = policy, counts, {}
+
+
+POLICY = LatePolicy(due=DUE, percent_per_day=50, cutoff=DUE + timedelta(days=3))
+
+
+def scored(found):
+    return {row.id: make_result("ada", [("ex1", row.score, 10.0)]) for row in found}
+
+
+def test_the_last_attempt_before_the_cutoff_counts():
+    found = rows(("a", DUE - timedelta(days=1), 4, "k1"), ("b", DUE - timedelta(hours=1), 6, "k2"),
+                 ("c", DUE + timedelta(days=4), 10, "k3"))  # after the cutoff
+    assert Record(POLICY).choose(found, scored(found)).id == "b"
+
+
+def test_an_identical_resubmission_after_the_due_date_is_never_late():
+    found = rows(("a", DUE - timedelta(days=1), 6, "same"), ("b", DUE + timedelta(hours=2), 6, "same"))
+    assert Record(POLICY).choose(found, scored(found)).id == "a"
+    changed = rows(("a", DUE - timedelta(days=1), 6, "k1"), ("b", DUE + timedelta(hours=2), 9, "k2"))
+    assert Record(POLICY).choose(changed, scored(changed)).id == "b"  # new answers: late, and counted
+
+
+def test_the_best_attempt_after_its_late_penalty_counts_when_asked():
+    found = rows(("a", DUE - timedelta(days=1), 7, "k1"), ("b", DUE + timedelta(hours=2), 9, "k2"))
+    assert Record(POLICY, "best").choose(found, scored(found)).id == "a"  # 9 - 50% of 10 = 4 < 7
+
+
+class Assignment:
+    def __init__(self, **service):
+        from types import SimpleNamespace
+
+        defaults = {"opens": None, "attempts": None, "attempt_window_hours": 24}
+        self.name, self.title = "a", "Causal attention"
+        self.config = SimpleNamespace(service=SimpleNamespace(**{**defaults, **service}))
+
+
+class Service:
+    def __init__(self, policy=None, found=()):
+        from types import SimpleNamespace
+
+        self.counting = SimpleNamespace(records={"a": SimpleNamespace(policy=policy, extensions={})})
+        self.store = SimpleNamespace(of_student=lambda assignment, student: list(found))
+
+
+WHO = Who("ada", "student", "a", "t1")
+
+
+def test_not_yet_open_and_closed_are_refused_with_the_time():
+    with pytest.raises(Refused, match="opens for submissions at 2026-11-10 09:00 UTC") as refused:
+        check_open(Service(), WHO, Assignment(opens=datetime(2026, 11, 10, 9, tzinfo=timezone.utc)),
+                   datetime(2026, 11, 9, tzinfo=timezone.utc))
+    assert refused.value.status == 403
+    with pytest.raises(Refused, match="closed at 2026-11-23 23:59 UTC"):
+        check_open(Service(POLICY), WHO, Assignment(), DUE + timedelta(days=3, minutes=1))
+    check_open(Service(POLICY), WHO, Assignment(), DUE + timedelta(days=1))  # late, but taken
+
+
+def test_attempts_count_in_a_sliding_window_and_refunded_ones_do_not():
+    now = DUE
+    found = rows(("a", now - timedelta(hours=30), 1, ""), ("b", now - timedelta(hours=5), 1, ""),
+                 ("c", now - timedelta(hours=1), 1, ""))
+    found[2].attempt = 0  # the grader's fault: refunded
+    assert check_attempts(Service(found=found), WHO, Assignment(attempts=2), now) == 1
+    found[2].attempt = 1
+    with pytest.raises(Refused, match="next one is possible from 2026-11-21 18:59 UTC"):
+        check_attempts(Service(found=found), WHO, Assignment(attempts=2), now)
