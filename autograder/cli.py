@@ -477,14 +477,20 @@ def cmd_serve(args):
     if unreleased:
         raise CourseError(f"release {', '.join(unreleased)} first (`autograder release`): the service grades"
                           " against the release")
-    may_run_student_code(args.unsafe_no_sandbox)
     try:
         roster = read_roster(args.roster) if args.roster else None
     except RosterError as error:
         console.print(f"[red]autograder serve: {shown(error, None)}[/red]", highlight=False)
         return 2
-    service = Service(course, chosen, jobs=args.jobs or os.cpu_count() or 1, roster=roster,
-                      isolation=require_sandbox(args.unsafe_no_sandbox)).start()
+    cluster = None
+    if args.cluster:
+        cluster = _dask_scheduler(args)
+        isolation = cluster.require_sandbox(args.unsafe_no_sandbox)  # each worker is asked
+    else:
+        may_run_student_code(args.unsafe_no_sandbox)
+        isolation = require_sandbox(args.unsafe_no_sandbox)
+    service = Service(course, chosen, jobs=args.jobs or os.cpu_count() or 1, roster=roster, isolation=isolation,
+                      cluster=cluster).start()
     base = f"http://{args.host}:{args.port}"
     console.print(f"Grading {', '.join(a.name for a in chosen)} on submit at {base} (course {course.root});"
                   " Ctrl-C stops it, and whatever is queued is graded when it starts again.", highlight=False)
@@ -512,9 +518,10 @@ def _demo_service_course(course, args):
     for assignment in demo.assignments():
         if args.assignments and assignment.name not in args.assignments:
             continue
-        for student in examples(assignment):
-            links.append((f"{student} ({assignment.name})", store.issue(student, assignment.name)))
-        links.append((f"a TA ({assignment.name})", store.issue("ta", assignment.name, TA)))
+        for student, role in [*((s, "student") for s in examples(assignment)), ("ta", TA)]:
+            store.revoke(assignment.name, student)  # the last demo's links stop working: one set at a time
+            links.append((f"{'a TA' if role == TA else student} ({assignment.name})",
+                          store.issue(student, assignment.name, role)))
     return demo, links
 
 
@@ -821,6 +828,11 @@ def _service_commands(sub):
     p.add_argument("--secure-cookies", action="store_true", help="mark the sign-in cookie Secure (behind HTTPS)")
     p.add_argument("--demo", action="store_true", help="serve the course's demo/ copy, with a token for each example"
                                                        " student and a TA, printed as links")
+    p.add_argument("--cluster", metavar="ADDRESS",
+                   help="grade on a Dask cluster (tcp://host:8786, tls://..., or local:N), as grade --cluster does")
+    p.add_argument("--tls-ca-file", help="with --cluster tls://...: the certificate authority's file")
+    p.add_argument("--tls-cert", help="with --cluster tls://...: this client's certificate")
+    p.add_argument("--tls-key", help="with --cluster tls://...: this client's private key")
     _add_unsafe_flag(p)
     p.set_defaults(func=cmd_serve)
     p = sub.add_parser("tokens", help="issue, list or revoke the tokens students hand in with (autograder serve)")

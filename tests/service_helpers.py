@@ -44,8 +44,8 @@ def issue_tokens(course, assignment, students, tas=("tim",)):
     roster = course / "roster-for-tokens.csv"
     roster.write_text("student_id\n" + "".join(f"{s}\n" for s in students))
     out = course / "tokens.csv"
-    done = cli("tokens", assignment, "--course", course, "--roster", roster, "--ta", *tas, "--out", out,
-               "--url", "http://127.0.0.1")
+    done = cli("tokens", assignment, "--course", course, "--roster", roster, *(["--ta", *tas] if tas else []),
+               "--out", out, "--url", "http://127.0.0.1")
     assert done.returncode == 0, done.stdout + done.stderr
     with open(out, newline="") as handle:
         return {row["student_id"]: row["token"] for row in csv.DictReader(handle)}

@@ -27,7 +27,7 @@ def tree(folder):
     return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
 
 
-def test_without_bubblewrap_grade_demo_and_gradescope_refuse_before_running_anything(tmp_path, no_bwrap):
+def test_without_bubblewrap_grade_demo_serve_and_gradescope_refuse_before_running_anything(tmp_path, no_bwrap):
     course = new_course(tmp_path)
     inbox = tmp_path / "inbox"
     inbox.mkdir()
@@ -35,7 +35,8 @@ def test_without_bubblewrap_grade_demo_and_gradescope_refuse_before_running_anyt
     before = tree(course)
     graded = cli("grade", ASSIGNMENT, inbox, "--course", course, env=no_bwrap)
     demo = cli("demo", "--course", course, env=no_bwrap)
-    for done in (graded, demo):
+    served = cli("serve", ASSIGNMENT, "--course", course, "--port", "1", env=no_bwrap, timeout=120)
+    for done in (graded, demo, served):
         assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
         text = " ".join(done.stdout.split())
         assert "Refusing to run student code" in text and "bubblewrap is not installed" in text

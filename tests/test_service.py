@@ -366,3 +366,92 @@ def test_a_student_hands_in_through_the_page_in_chromium_and_reads_the_feedback(
         assert "counts" in browser.find_element(By.TAG_NAME, "body").text
     finally:
         browser.quit()
+
+
+@pytest.mark.slow
+def test_the_service_grades_on_a_dask_cluster_as_on_its_own_workers(tmp_path, notebooks):
+    """`serve --cluster`: real `dask scheduler` and `dask worker` processes grade what students hand in."""
+    from dask_cluster import dask_cluster
+
+    course = make_gradebook(new_course(tmp_path / "c"))
+    settings = course / "exercises" / ASSIGNMENT / "assignment.toml"
+    settings.write_text(settings.read_text() + "\n[service]\nrequests_per_minute = 1200\n")
+    tokens = issue_tokens(course, ASSIGNMENT, ["ada", "ben", "cy"])
+    with dask_cluster(tmp_path / "cluster", workers=2) as cluster:
+        service = serve(course, ASSIGNMENT, extra=["--cluster", cluster.address])
+        service.tokens = tokens
+        try:
+            ids = {student: submit(service, student, notebooks[student])[1]["id"] for student in ("ada", "ben", "cy")}
+            answers = {student: wait_graded(service, student, ids[student]) for student in ids}
+        finally:
+            service.stop()
+    assert all(answer["status"] == "graded" and answer["counted"] for answer in answers.values())
+    assert graded_result(course, "ada")["score"] == 26 and graded_result(course, "ben")["score"] == 17.8
+    assert (course / "autograded" / "ben" / ASSIGNMENT).is_dir()  # read again on this side: the cluster keeps none
+
+
+SERVICE_REACH = """
+import glob, json, os, urllib.request
+# Hand in for someone else with a token found on this machine, or read the service's files.
+found = []
+for pattern in ("%(course)s/tokens.csv", "%(course)s/service/secret", "%(course)s/service/service.db",
+                "/**/tokens.csv", "/**/service.db"):
+    for path in glob.glob(pattern, recursive=True)[:20]:
+        try:
+            found.append(open(path, "rb").read(4096))
+        except OSError:
+            pass
+for line in b"\\n".join(found).decode("latin-1").splitlines():
+    if "." in line and "," in line:
+        token = line.split(",")[1]
+        try:
+            request = urllib.request.Request("%(base)s/api/assignments/causal_attention/submissions", data=b"{}",
+                                             headers={"Authorization": "Bearer " + token})
+            urllib.request.urlopen(request, timeout=2)
+        except Exception:
+            pass
+"""
+
+
+@pytest.mark.slow
+def test_the_attack_collection_through_the_service_gains_nothing_and_harms_no_one(tmp_path, notebooks):
+    from helpers import ROOT
+    from test_grade import ATTACKS, ben_plus, tree_digest
+
+    course = make_gradebook(new_course(tmp_path))
+    settings = course / "exercises" / ASSIGNMENT / "assignment.toml"
+    settings.write_text(settings.read_text() + "\n[limits]\ntimeout = 20\nmemory_mb = 2048\n"
+                        "\n[service]\nrequests_per_minute = 1200\n")
+    attacks = {**ATTACKS, "service_reach": None}
+    tokens = issue_tokens(course, ASSIGNMENT, [*attacks, "ben", "zz_ada"])
+    guarded = [ROOT / "solutions", ROOT / "exercises", ROOT / "autograder", course / "source", course / "exercises",
+               course / "solutions"]
+    before, secret = tree_digest(*guarded), (course / "service" / "secret")
+    service = serve(course, ASSIGNMENT, jobs=2)
+    service.tokens = tokens
+    reach = {"ex1_answer": SERVICE_REACH % {"course": course, "base": service.base}}
+    try:
+        def hand_in(name):
+            notebook = ben_plus(after=attacks[name] or reach)
+            status, answer = submit(service, name, notebook_bytes(notebook))
+            assert status == 202, (name, answer)
+            return name, answer["id"]
+
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            ids = dict(pool.map(hand_in, sorted(attacks)))
+        ids["ben"] = submit(service, "ben", notebooks["ben"])[1]["id"]
+        ids["zz_ada"] = submit(service, "zz_ada", notebooks["ada"])[1]["id"]  # after the attacks, on the same workers
+        answers = {name: wait_graded(service, name, submission_id, timeout=900) for name, submission_id in ids.items()}
+        assert request(f"{service.base}/healthz")[0] == 200  # still up
+    finally:
+        service.stop()
+    assert all(answer["status"] == "graded" for answer in answers.values()), answers
+    ben = graded_result(course, "ben")["score"]
+    assert ben == 17.8 and graded_result(course, "zz_ada")["score"] == 26
+    gained = {name: graded_result(course, name)["score"] for name in attacks if graded_result(course, name)["score"] > ben}
+    assert not gained, gained
+    rows = sqlite3.connect(course / "service" / "service.db").execute(
+        "SELECT student_id, COUNT(*) FROM submissions GROUP BY student_id").fetchall()
+    assert dict(rows) == {name: 1 for name in ids}  # nobody handed in for anyone else
+    assert tree_digest(*guarded) == before and secret.stat().st_mode & 0o777 == 0o600
+    assert "Traceback" not in service.log.read_text()

@@ -531,3 +531,71 @@ def _loopback(address):
 def _one_line(error):
     text = str(error).strip().splitlines()
     return f"{type(error).__name__}: {text[0]}" if text else type(error).__name__
+
+
+class DaskPool:
+    """WarmPool's interface (grading/scheduler.py) on a Dask cluster, for a service that grades
+    submissions as they arrive: the course bundle's plugin is registered once, so each worker
+    keeps its sandbox warm, and each submission is one task. `submit` returns a Future of its
+    Result; a worker killed under it is retried by Dask, then said as the grader's fault."""
+
+    def __init__(self, scheduler, spec):
+        self.scheduler, self.spec = scheduler, replace(spec, keep_notebook=False)  # the service reads it again
+        self.key = self.run = self.assignment = None
+        self.jobs = 1
+
+    def start(self):
+        from autograder.course import Course
+        from autograder.grading.bundle import engine_hash, make_bundle
+
+        if self.key is not None:
+            return self
+        client = self.scheduler.connect()
+        self.assignment = Course(Path(self.spec.course)).assignment(self.spec.assignment)
+        bundle_hash, bundle = make_bundle(self.assignment)
+        self.key = batch_key(bundle_hash, self.spec)
+        plugin = GradingPlugin(self.key, bundle_hash, bundle, replace(self.spec, course=""), engine_hash(),
+                               self.scheduler.unsafe_no_sandbox)
+        try:
+            client.register_plugin(plugin, name=PLUGIN_PREFIX + self.key)
+        except (NoSandbox, PoisonedInterpreter, ClusterError):
+            raise
+        except Exception as error:
+            raise ClusterError(f"the Dask workers could not take the course bundle: {_one_line(error)}") from None
+        self.run = uuid.uuid4().hex[:12]
+        self.jobs = max(1, 2 * sum(client.nthreads().values()))  # a little queue on each worker, not the class
+        return self
+
+    def submit(self, submission):
+        from concurrent.futures import Future
+
+        from distributed.scheduler import KilledWorker
+
+        from autograder.grading.scheduler import worker_failure
+
+        self.start()
+        outer = Future()
+        try:
+            future = self.scheduler._submit(self.scheduler.client, self.key, self.run, submission)
+        except Exception as error:  # noqa: BLE001 (the cluster is gone: the grader's fault, tried again)
+            outer.set_result(worker_failure(self.spec, submission, error))
+            return outer
+        if future is None:
+            outer.set_result(_unreadable(self.spec, self.assignment, submission))
+            return outer
+
+        def done(finished):
+            try:
+                outer.set_result(self.scheduler._outcome(self.spec, self.assignment, submission, finished, KilledWorker))
+            except (NoSandbox, PoisonedInterpreter) as refusal:
+                outer.set_exception(refusal)
+            except Exception as error:  # noqa: BLE001 (the scheduler lost: said, tried again)
+                outer.set_result(worker_failure(self.spec, submission, error))
+
+        future.add_done_callback(done)
+        return outer
+
+    def close(self):
+        if self.key is not None:
+            self.scheduler._release_plugin(self.key)
+        self.scheduler.close()

@@ -10,8 +10,10 @@ from autograder.service.store import Store
 
 
 class Service:
-    def __init__(self, course, assignments, jobs=2, roster=None, isolation="bubblewrap"):
-        self.course, self.assignments = course, list(assignments)
+    def __init__(self, course, assignments, jobs=2, roster=None, isolation="bubblewrap", cluster=None):
+        """`cluster`: a grading/cluster.py DaskScheduler to grade on (its workers' sandboxes), else
+        `jobs` local warm workers."""
+        self.course, self.assignments, self.cluster = course, list(assignments), cluster
         self.root = course.root / "service"
         self.root.mkdir(parents=True, exist_ok=True)
         self.store = Store(self.root / "service.db")
@@ -25,6 +27,7 @@ class Service:
         self.locks_lock = threading.Lock()
 
     def start(self):
+        self.counting.start()
         self.recorder.start()
         for lane in self.lanes.values():
             lane.start()
@@ -32,6 +35,16 @@ class Service:
             if row.assignment in self.lanes:
                 self.lanes[row.assignment].put(row.id)
         return self
+
+    def make_pool(self, spec, jobs):
+        """A lane's workers: warm local processes, or the Dask cluster's."""
+        if self.cluster is not None:
+            from autograder.grading.cluster import DaskPool
+
+            return DaskPool(self.cluster, spec)
+        from autograder.grading.scheduler import WarmPool
+
+        return WarmPool(spec, jobs)
 
     def lock(self, assignment, student_id):
         with self.locks_lock:
@@ -46,7 +59,7 @@ class Service:
         for lane in self.lanes.values():
             lane.close()
         self.recorder.close()
-        self.counting.close()
+        self.counting.close()  # after the recorder: the last results are in grades.csv and the report
 
 
 def _secret(path):

@@ -15,6 +15,8 @@ class report once the queue is quiet. So `autograder grade ASSIGNMENT service/co
 `export`, `similarity` and regrades (service/regrade.py) all work on what counts, unchanged.
 """
 import shutil
+import threading
+import time
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -53,7 +55,7 @@ class AssignmentRecord:
                           ClassReport(self.folder, assignment.name, layout)]
         self.gradebook = None  # opened in the recorder's thread, on first use
         self.reopen = False  # set by a regrade: the gradebook's scores changed under this connection
-        self.dirty = False
+        self.dirty, self.changed = False, 0.0
 
     @property
     def due(self):
@@ -124,10 +126,12 @@ class AssignmentRecord:
         if self.gradebook is None:
             self.gradebook = GradebookSync(self.assignment.course.root, self.assignment.name)
         self.gradebook.write([result])
+        self.changed = time.monotonic()
         self.dirty = True
 
-    def flush(self):
-        if not self.dirty:
+    def flush(self, quiet=0.0):
+        """grades.csv and the class report, when a result changed and none came for `quiet` seconds."""
+        if not self.dirty or time.monotonic() - self.changed < quiet:
             return
         self.dirty = False
         results = self.folder.results()
@@ -136,11 +140,25 @@ class AssignmentRecord:
 
 
 class Counting:
-    """Decides and records what counts, for every assignment the service grades."""
+    """Decides and records what counts, for every assignment the service grades. grades.csv and the
+    class report are written by a thread of their own, two quiet seconds after the last change, so
+    that writing them (seconds, for a large class) never holds back a student's result."""
+
+    QUIET = 2.0
 
     def __init__(self, service, roster=None):
         self.service = service
         self.records = {a.name: AssignmentRecord(a, roster, service.root / "counted") for a in service.assignments}
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._flushing, name="report", daemon=True)
+
+    def start(self):
+        self.thread.start()
+        return self
+
+    def _flushing(self):
+        while not self.stopping.wait(self.QUIET / 2):
+            self.flush(self.QUIET)
 
     def graded(self, row, result, key, notebook=None):
         """`row` (a submission) was just graded into `result`: record the attempt that counts now
@@ -161,14 +179,17 @@ class Counting:
         record.record(counted, notebook if chosen.id == row.id else None)
         return chosen.id
 
-    def flush(self):
+    def flush(self, quiet=0.0):
         for record in self.records.values():
             try:
-                record.flush()
+                record.flush(quiet)
             except Exception:  # noqa: BLE001 (grades.csv and the report: the next flush writes them)
                 record.dirty = True
 
     def close(self):
+        self.stopping.set()
+        if self.thread.is_alive():
+            self.thread.join(timeout=120)
         self.flush()
         for record in self.records.values():
             if record.gradebook is not None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from autograder.grading.notebook import Submission
-from autograder.grading.scheduler import REFUSALS, WarmPool
+from autograder.grading.scheduler import REFUSALS
 from autograder.grading.submission import BatchSpec
 from autograder.record import ERROR as RESULT_ERROR
 from autograder.record import read_result, write_result
@@ -50,8 +50,9 @@ class Lane:
                               limits=assignment.limits, isolation=isolation, keep_notebook=True)
         self.identical = IdenticalAnswers(assignment, self.spec, self.folder, read_source(assignment),
                                           read_release(assignment))
-        self.pool = WarmPool(self.spec, jobs)
-        self.slots = threading.Semaphore(self.pool.jobs)
+        self.jobs = jobs
+        self.pool = service.make_pool(self.spec, jobs)
+        self.slots = None  # made when the pool has started: a cluster's size is known only then
         self.queue = queue.Queue()
         self.thread = threading.Thread(target=self._run, name=f"lane-{assignment.name}", daemon=True)
         self.results = service.root / "results" / assignment.name
@@ -72,11 +73,12 @@ class Lane:
         self.pool.close()
         self.identical = IdenticalAnswers(self.assignment, self.spec, self.folder, read_source(self.assignment),
                                           read_release(self.assignment))
-        self.pool = WarmPool(self.spec, self.pool.jobs).start()
+        self.pool = self.service.make_pool(self.spec, self.jobs).start()
         self.running.set()
 
     def start(self):
         self.pool.start()
+        self.slots = threading.Semaphore(self.pool.jobs)  # submissions in flight at once
         self.thread.start()
         return self
 
@@ -155,15 +157,12 @@ class Recorder:
         self.service = service
         self.queue = queue.Queue()
         self.thread = threading.Thread(target=self._run, name="recorder", daemon=True)
-        self.idle = threading.Event()
-        self.idle.set()
 
     def start(self):
         self.thread.start()
         return self
 
     def put(self, done):
-        self.idle.clear()
         self.queue.put(done)
 
     def failed(self, submission_id, why, retry=True):
@@ -171,15 +170,8 @@ class Recorder:
 
     def _run(self):
         while True:
-            try:
-                item = self.queue.get(timeout=2.0)
-            except queue.Empty:
-                self.service.counting.flush()  # grades.csv and the report, once things are quiet
-                if self.queue.empty():
-                    self.idle.set()
-                continue
+            item = self.queue.get()
             if item is None:
-                self.service.counting.flush()
                 return
             try:
                 if isinstance(item, tuple):
@@ -189,9 +181,6 @@ class Recorder:
             except Exception:  # noqa: BLE001 (said in the row; the next restart tries again)
                 submission_id = item[1] if isinstance(item, tuple) else item.submission_id
                 self._failed(submission_id, traceback.format_exc(limit=3), retry=True)
-            if self.queue.empty():
-                self.service.counting.flush()
-                self.idle.set()
 
     def _record(self, done):
         store, result = self.service.store, done.result
