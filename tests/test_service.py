@@ -123,6 +123,18 @@ def test_an_identical_resubmission_is_answered_at_once_and_counts(served, notebo
     assert rows == [(0,), (1,)]  # the last one counts
 
 
+def test_text_that_is_not_unicode_reaches_the_student_as_text(served):
+    """An error whose text holds a lone surrogate (test_grade.py's lone_surrogate attack): its answer
+    and page are there, never a server error."""
+    from test_grade import ATTACKS, ben_plus
+
+    status, answer = submit(served, "jo", notebook_bytes(ben_plus(after=ATTACKS["lone_surrogate"])))
+    done = wait_graded(served, "jo", answer["id"])
+    assert done["status"] == "graded"
+    status, page, _ = request(done["feedback_url"], cookie=login(served, "jo"))
+    assert status == 200 and "odd" in page
+
+
 @pytest.mark.parametrize("what, data, field, status, words", [
     ("not a notebook", b"hello, this is my homework", "notebook", 422, "not valid JSON"),
     ("corrupt JSON", b'{"cells": [', "notebook", 422, "not valid JSON"),

@@ -22,10 +22,12 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.responses import FileResponse, HTMLResponse, RedirectResponse
+from starlette.responses import JSONResponse as StarletteJSON
 from starlette.routing import Route
 from starlette.schemas import SchemaGenerator
 
+from autograder.course import utf8
 from autograder.outputs.feedback import _css, inline_code, layout_of
 from autograder.record import cell_in_words
 from autograder.record import read_result
@@ -41,6 +43,14 @@ SCHEMA = SchemaGenerator({"openapi": "3.0.0",
                           "info": {"title": "Attention autograder: grading on submit", "version": "1"},
                           "components": {"securitySchemes": {"token": {"type": "http", "scheme": "bearer"}}},
                           "security": [{"token": []}]})
+
+
+class JSONResponse(StarletteJSON):
+    """JSON with every character outside ASCII escaped: a student's error text can hold a lone
+    surrogate (bytes that are not UTF-8), which must reach them as text, never as a server error."""
+
+    def render(self, content):
+        return json.dumps(content, ensure_ascii=True, separators=(",", ":")).encode("ascii")
 
 
 def environment():
@@ -100,7 +110,8 @@ class Web:
         return self.page("message.html.j2", 429, title="Too many requests", message=text)
 
     def page(self, template, status=200, **values):
-        return HTMLResponse(self.env.get_template(template).render(css=_css(), **values), status)
+        """A page as UTF-8, whatever a student's text holds (course.utf8 replaces what cannot be encoded)."""
+        return HTMLResponse(utf8(self.env.get_template(template).render(css=_css(), **values)), status)
 
     def _assignment(self, who, name):
         """The assignment `name` if `who` may use it, else None (the same answer for every other name)."""
@@ -401,6 +412,15 @@ def _same_origin(request):
     return origin.rstrip("/") == f"{request.url.scheme}://{request.url.netloc}"
 
 
+async def _server_error(request, error):
+    """The service's own fault: one clear line for the student (the traceback is in the service's log)."""
+    import traceback
+
+    traceback.print_exception(error)
+    return JSONResponse({"error": "The service failed on this request (its fault, not yours): please try again in a"
+                                  " minute; your TA can see what happened in its log."}, 500)
+
+
 def make_app(service, secure_cookies=False):
     """The Starlette application for a started Service."""
     web = Web(service, secure_cookies)
@@ -431,6 +451,7 @@ def make_app(service, secure_cookies=False):
         Route("/client.py", web.client, include_in_schema=False),
         Route("/healthz", web.health, include_in_schema=False),
     ]
-    app = Starlette(routes=routes, middleware=[Middleware(BodyLimit, limit_of=limit_of)])
+    app = Starlette(routes=routes, middleware=[Middleware(BodyLimit, limit_of=limit_of)],
+                    exception_handlers={Exception: _server_error})
     app.state.web = web
     return app
