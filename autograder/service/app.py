@@ -276,6 +276,8 @@ class Web:
 
     async def login(self, request):
         if request.method == "POST":
+            if not _same_origin(request):  # another site may not sign a student in as someone else
+                return self.page("message.html.j2", 403, title="Refused", message="Sign in from this site's own page.")
             form = await request.form(max_files=0, max_fields=2)
             token = str(form.get("token", "")).strip()
         else:
