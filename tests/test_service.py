@@ -201,10 +201,20 @@ def test_the_wrong_assignment_and_a_stranger_get_nothing(served, notebooks):
 
 def test_attempts_run_out_and_the_refusal_says_when_and_what_counts(served, notebooks):
     ids = [submit(served, "dee", notebooks["dee"])[1]["id"] for _ in range(4)]
+    wait_graded(served, "dee", ids[-1])
     status, answer = submit(served, "dee", notebooks["dee"])
     assert status == 429 and "used your 4 attempts of the last 24 hours" in answer["error"]
-    assert answer["retry_at"] and answer["counted"] in ids + [None]
-    wait_graded(served, "dee", ids[-1])
+    assert answer["retry_at"] and answer["counted"]["id"] in ids  # answered with the result that counts
+    assert answer["counted"]["status"] == "graded" and answer["counted"]["score"] is not None
+    cookie = login(served, "dee")  # on the page: the attempt that counts, and why nothing was taken
+    token = re.search(r'name="csrf" value="([^"]+)"', request(f"{served.base}/assignments/{ASSIGNMENT}",
+                                                              cookie=cookie)[1]).group(1)
+    body, kind = multipart({"csrf": token, "notebook": ("x.ipynb", notebooks["dee"])})
+    status, _, headers = request(f"{served.base}/assignments/{ASSIGNMENT}/upload", data=body, content_type=kind,
+                                 cookie=cookie)
+    assert status == 303 and headers["location"] == f"/submissions/{answer['counted']['id']}?used_up=1"
+    page = request(served.base + headers["location"], cookie=cookie)[1]
+    assert "You have used every attempt of this window" in page and "(this attempt counts)" in page
 
 
 def test_too_many_requests_are_slowed_down_for_that_student_only(served):
@@ -229,6 +239,10 @@ def test_no_student_can_list_read_or_replace_anothers_submissions(served, notebo
     assert request(f"{served.base}/ta/{ASSIGNMENT}", cookie=cookie)[0] == 404
     assert request(f"{served.base}/ta/{ASSIGNMENT}/submissions/{ada_id}", cookie=cookie)[0] == 404
     assert request(f"{served.base}/assignments/self_attention", cookie=cookie)[0] == 404
+    body, kind = multipart({"csrf": "x", "notebook": ("x.ipynb", notebooks["ben"])})
+    assert request(f"{served.base}/assignments/self_attention/upload", data=body, content_type=kind,
+                   cookie=cookie)[0] == 404  # nor hand in for an assignment that is not theirs
+    assert request(f"{served.base}/ta/{ASSIGNMENT}/regrade", data=body, content_type=kind, cookie=cookie)[0] == 404
     ta = login(served, "tim")
     status, page, _ = request(f"{served.base}/ta/{ASSIGNMENT}/submissions/{ada_id}", cookie=ta)
     assert status == 200 and "Your score:" in page  # a TA sees every check of every student

@@ -194,7 +194,11 @@ class Web:
         try:
             row, left = await self._take(request, who, assignment)
         except Refused as refused:
-            return JSONResponse({"error": refused.message, **refused.extra}, refused.status)
+            body = {"error": refused.message, **refused.extra}
+            counted = self._own(who, refused.extra.get("counted")) if refused.extra.get("counted") else None
+            if counted is not None:  # attempts used up: answered with the result that counts
+                body["counted"] = await run_in_threadpool(self.submission_json, request, counted)
+            return JSONResponse(body, refused.status)
         return JSONResponse({**self.submission_json(request, row), "attempts_left": left}, 202)
 
     async def _form(self, request, assignment):
@@ -329,6 +333,9 @@ class Web:
                 raise Refused(403, "This form is out of date: reload the page and hand in your notebook again.")
             row, _ = await self._take(request, who, assignment)
         except Refused as refused:
+            counted = refused.extra.get("counted")
+            if counted and self._own(who, counted) is not None:  # attempts used up: show what counts
+                return RedirectResponse(f"/submissions/{counted}?used_up=1", 303)
             return await self.assignment_page(request, error=refused.message, status=refused.status)
         return RedirectResponse(f"/submissions/{row.id}", 303)
 
@@ -342,8 +349,9 @@ class Web:
         view, due = await run_in_threadpool(self.view, row)
         assignment = self.assignments[row.assignment]
         ahead = self.service.store.ahead_of(row) if row.status in (QUEUED, RUNNING) else 0
+        used_up = request.query_params.get("used_up") == "1"
         return self.page("submission.html.j2", title=assignment.title, assignment=assignment, row=row, view=view,
-                         due=due, position=ahead + 1, student=row.student_id)
+                         due=due, position=ahead + 1, student=row.student_id, used_up=used_up)
 
     # -- the TA's pages ---------------------------------------------------------------------------
     async def ta_page(self, request):

@@ -2,13 +2,13 @@
 
 From a terminal:
 
-    python autograder_client.py https://grader.example.edu causal_attention my_notebook.ipynb
+    python autograder_client.py https://grader.example.edu ASSIGNMENT my_notebook.ipynb
 
 The token is read from the AUTOGRADER_TOKEN environment variable (or give --token). From a
 notebook cell:
 
     from autograder_client import hand_in
-    hand_in("https://grader.example.edu", "causal_attention", "causal_attention.ipynb", token="...")
+    hand_in("https://grader.example.edu", "ASSIGNMENT", "my_notebook.ipynb", token="...")
 
 It sends the notebook, waits while it is graded and prints what you may see of the result.
 The service also serves this file at /client.py. It imports nothing but the standard library.
