@@ -150,15 +150,21 @@ def test_bad_uploads_are_refused_clearly_and_cost_no_attempt(served, what, data,
     assert listing == []
 
 
-def test_an_upload_over_the_limit_is_refused_from_its_length_before_its_body_is_read(served):
+def raw_upload(served, length_header):
+    """An upload of eve's begun by hand: its headers sent, its body not yet."""
     import http.client
 
     connection = http.client.HTTPConnection(urllib.parse.urlsplit(served.base).netloc, timeout=30)
     connection.putrequest("POST", f"/api/assignments/{ASSIGNMENT}/submissions")
     connection.putheader("Authorization", f"Bearer {served.tokens['eve']}")
     connection.putheader("Content-Type", "multipart/form-data; boundary=x")
-    connection.putheader("Content-Length", str(60 * 2**20))  # 60 MB announced; 64 KB sent
+    connection.putheader(*length_header)
     connection.endheaders()
+    return connection
+
+
+def test_an_upload_over_the_limit_is_refused_from_its_length_before_its_body_is_read(served):
+    connection = raw_upload(served, ("Content-Length", str(60 * 2**20)))  # 60 MB announced; 64 KB sent
     connection.send(b"--x\r\n" + b"y" * 65536)
     response = connection.getresponse()
     answer = json.loads(response.read())
@@ -169,14 +175,7 @@ def test_an_upload_over_the_limit_is_refused_from_its_length_before_its_body_is_
 
 def test_an_upload_without_a_length_is_cut_off_at_the_limit(served):
     """A body sent in chunks, with no Content-Length, is refused once it passes the limit."""
-    import http.client
-
-    connection = http.client.HTTPConnection(urllib.parse.urlsplit(served.base).netloc, timeout=30)
-    connection.putrequest("POST", f"/api/assignments/{ASSIGNMENT}/submissions")
-    connection.putheader("Authorization", f"Bearer {served.tokens['eve']}")
-    connection.putheader("Content-Type", "multipart/form-data; boundary=x")
-    connection.putheader("Transfer-Encoding", "chunked")
-    connection.endheaders()
+    connection = raw_upload(served, ("Transfer-Encoding", "chunked"))
     chunk = b"--x\r\nContent-Disposition: form-data; name=\"notebook\"; filename=\"a.ipynb\"\r\n\r\n" + b"y" * 65536
     try:
         for _ in range(40):  # 2.5 MB, more than the 1 MB limit

@@ -304,13 +304,21 @@ class Web:
         response.delete_cookie(COOKIE)
         return response
 
-    async def assignment_page(self, request, error=None, status=200):
+    async def _signed_in(self, request, ta=False):
+        """(Who, the assignment of the path, None) for a student signed in to it (a TA with `ta`),
+        else (None, None, the Response to send: the same "not found" for every other name)."""
         who, refusal = await self.who(request, api=False)
         if refusal is not None:
-            return refusal
+            return None, None, refusal
         assignment = self._assignment(who, request.path_params["assignment"])
-        if assignment is None:
-            return self.page("message.html.j2", 404, title="Not found", message="No such assignment for you.")
+        if assignment is None or (ta and who.role != TA):
+            return None, None, self.page("message.html.j2", 404, title="Not found", message="No such page for you.")
+        return who, assignment, None
+
+    async def assignment_page(self, request, error=None, status=200):
+        who, assignment, refusal = await self._signed_in(request)
+        if refusal is not None:
+            return refusal
         rows = await run_in_threadpool(self.service.store.of_student, assignment.name, who.student_id)
         due = self.due(assignment.name, who.student_id)
         return self.page("assignment.html.j2", status, title=assignment.title, assignment=assignment, rows=rows,
@@ -319,12 +327,9 @@ class Web:
                          window=assignment.config.service.attempt_window_hours)
 
     async def upload(self, request):
-        who, refusal = await self.who(request, api=False)
+        who, assignment, refusal = await self._signed_in(request)
         if refusal is not None:
             return refusal
-        assignment = self._assignment(who, request.path_params["assignment"])
-        if assignment is None:
-            return self.page("message.html.j2", 404, title="Not found", message="No such assignment for you.")
         if not _same_origin(request):
             return self.page("message.html.j2", 403, title="Refused", message="This form must be sent from its own page.")
         try:
@@ -355,12 +360,9 @@ class Web:
 
     # -- the TA's pages ---------------------------------------------------------------------------
     async def ta_page(self, request):
-        who, refusal = await self.who(request, api=False)
+        who, assignment, refusal = await self._signed_in(request, ta=True)
         if refusal is not None:
             return refusal
-        assignment = self._assignment(who, request.path_params["assignment"])
-        if assignment is None or who.role != TA:
-            return self.page("message.html.j2", 404, title="Not found", message="No such page for you.")
         rows = await run_in_threadpool(self.service.store.of_assignment, assignment.name)
         students = {}
         for row in rows:
@@ -383,12 +385,9 @@ class Web:
                          student=row.student_id, ta=True)
 
     async def ta_regrade(self, request):
-        who, refusal = await self.who(request, api=False)
+        who, assignment, refusal = await self._signed_in(request, ta=True)
         if refusal is not None:
             return refusal
-        assignment = self._assignment(who, request.path_params["assignment"])
-        if assignment is None or who.role != TA:
-            return self.page("message.html.j2", 404, title="Not found", message="No such page for you.")
         form = await request.form(max_files=0, max_fields=2)
         if not _same_origin(request) or not csrf_ok(self.service.secret, who.token_id, form.get("csrf")):
             return self.page("message.html.j2", 403, title="Refused", message="Reload the page and try again.")
