@@ -641,3 +641,4 @@ def test_the_last_sandbox_to_close_removes_its_agent_folder_and_a_held_one_stays
     assert first.agent.is_dir() and first.agent_lock is not None
     first.close()
     assert list(tmp_path.glob("autograder-agent-*")) == []
+

@@ -125,3 +125,28 @@ def test_attempts_count_in_a_sliding_window_and_refunded_ones_do_not():
     found[2].attempt = 1
     with pytest.raises(Refused, match="next one is possible from 2026-11-21 18:59 UTC"):
         check_attempts(Service(found=found), WHO, Assignment(attempts=2), now)
+
+
+@pytest.mark.usefixtures("sandbox_required")
+def test_warm_workers_that_never_graded_close_their_sandboxes_and_agent_folders():
+    """A service stopped before anyone handed in (and a batch whose every answer was given again)
+    has workers that were never handed a task: they close their sandboxes too, leaving no agent
+    folder in the temporary folder (they used to be killed by the lifeline instead)."""
+    import os
+    import time
+
+    from autograder.grading.sandbox import remove_if_unheld, shared_temp_dir
+    from helpers import ROOT, sandbox_processes, settled_sandbox_processes
+    from autograder.grading.scheduler import WarmPool
+    from autograder.grading.submission import BatchSpec
+
+    for folder in shared_temp_dir().glob(f"autograder-agent-{os.geteuid()}-*"):
+        remove_if_unheld(folder)  # what earlier runs left: this test counts only its own
+    pool = WarmPool(BatchSpec(assignment="causal_attention", course=str(ROOT), seed=1), 2).start()
+    deadline = time.monotonic() + 90
+    while len(sandbox_processes()) < 2:  # both sandboxes up and warm
+        assert time.monotonic() < deadline, "the warm workers' sandboxes did not start"
+        time.sleep(0.2)
+    pool.close()
+    assert not settled_sandbox_processes(0)
+    assert list(shared_temp_dir().glob(f"autograder-agent-{os.geteuid()}-*")) == []

@@ -91,11 +91,11 @@ class LocalScheduler:
                                    initargs=(spec, slots, pin, handovers, lifeline))
         finished = submitted = False
         try:
-            if not self.forks_caller and hasattr(pool, "_launch_processes"):
+            if not self.forks_caller:
                 # Every worker now, as a forked pool does: from a fork server the pool would
                 # start them one per submission, and a run of identical answers could leave a
                 # slot (and its launched sandbox) unused.
-                pool._launch_processes()
+                start_workers(pool)
                 for sandbox in self.launched:
                     # Each worker holds its own copy now: a worker that crashes closes the
                     # last one, and its sandbox ends instead of living on to the batch's end.
@@ -133,6 +133,19 @@ class LocalScheduler:
                 sandbox.close(graceful=False)
             else:
                 sandbox.abandon()
+
+
+def start_workers(pool):
+    """Start every worker of the ProcessPoolExecutor `pool` now, and the thread that manages them.
+
+    The executor starts that thread only with its first task, and shutdown() stops only workers
+    it manages: workers started without it (a service idle until it stops, a batch whose every
+    answer was given again) would live on until the grader's lifeline ended them, killed
+    before they close their sandboxes, so each left its agent folder in /tmp."""
+    if hasattr(pool, "_launch_processes"):
+        pool._launch_processes()
+    if hasattr(pool, "_start_executor_manager_thread"):
+        pool._start_executor_manager_thread()
 
 
 def _launch_sandboxes(spec, count):
@@ -212,8 +225,7 @@ class WarmPool:
         pin = self.jobs <= len(_usable_cores())
         self.pool = ProcessPoolExecutor(self.jobs, mp_context=self.context, initializer=worker_setup,
                                         initargs=(self.spec, slots, pin, (), self.lifeline))
-        if hasattr(self.pool, "_launch_processes"):
-            self.pool._launch_processes()
+        start_workers(self.pool)
         return self
 
     def submit(self, submission):
