@@ -564,10 +564,7 @@ def cmd_tokens(args):
         base = (args.url or "https://YOUR-SERVICE").rstrip("/")
         for student, token in issued:
             writer.writerow([student, token, f"{base}/login/{token}"])
-        out = Path(args.out)
-        out.touch(mode=0o600)
-        write_atomically(out, handle.getvalue())
-        os.chmod(out, 0o600)
+        out = write_atomically(Path(args.out), handle.getvalue(), mode=0o600)  # never readable by others
         console.print(f"wrote {len(issued)} new tokens to {out} (readable by you alone: each is a student's"
                       " password, send each only to its student)", highlight=False)
     if kept:

@@ -105,7 +105,6 @@ def test_the_demo_grades_its_examples_in_its_own_copy(tmp_path):
     assert (demo.root / "nbgrader_config.py").is_file() and not (demo.root / "graded").exists()
     again = demo_course(course)  # made afresh each time
     assert again.root == demo.root
-    (course.root / "mine").mkdir()
     (course.root / "demo" / ".autograder-demo").unlink()  # a demo/ folder the TA made
     with pytest.raises(CourseError, match="the demo did not make it"):
         demo_course(course)

@@ -268,6 +268,7 @@ def test_the_upload_form_refuses_cross_site_posts_and_file_names_never_reach_a_p
 
 
 def test_tokens_are_kept_hashed_and_a_revoked_one_stops_working(served):
+    assert (served.course / "tokens.csv").stat().st_mode & 0o777 == 0o600  # each line is a student's password
     database = (served.course / "service" / "service.db").read_bytes()
     assert not any(token.split(".")[1].encode() in database for token in served.tokens.values())
     done = cli("tokens", ASSIGNMENT, "--revoke", "jo", "--course", served.course)
@@ -404,7 +405,9 @@ def test_a_student_hands_in_through_the_page_in_chromium_and_reads_the_feedback(
         assert "for your TA only" in text
         assert "Exercise 3" in text and "token ids" not in text  # ex8_model's checks stay hidden
         browser.get(f"{served.base}/assignments/{ASSIGNMENT}")
-        assert "counts" in browser.find_element(By.TAG_NAME, "body").text
+        rows = browser.find_elements(By.CSS_SELECTOR, "table.attempts tbody tr")
+        counts = [row.text.split()[-2] == "yes" for row in rows]  # newest first
+        assert counts[0] and sum(counts) == 1  # this attempt counts, and no other
     finally:
         browser.quit()
 

@@ -58,7 +58,7 @@ def rows(*specs):
 
 class Record(AssignmentRecord):
     def __init__(self, policy, counts="last"):
-        self.policy, self.counts, self.extensions = policy, counts, {}
+        self.policy, self.counts, self.extensions, self.roster = policy, counts, {}, None
 
 
 POLICY = LatePolicy(due=DUE, percent_per_day=50, cutoff=DUE + timedelta(days=3))
@@ -99,7 +99,7 @@ class Service:
     def __init__(self, policy=None, found=()):
         from types import SimpleNamespace
 
-        self.counting = SimpleNamespace(records={"a": SimpleNamespace(policy=policy, extensions={})})
+        self.counting = SimpleNamespace(records={"a": Record(policy)})
         self.store = SimpleNamespace(of_student=lambda assignment, student: list(found))
 
 

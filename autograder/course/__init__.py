@@ -279,16 +279,17 @@ def utf8(text):
         return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace").encode("utf-8")
 
 
-def write_atomically(path, data):
+def write_atomically(path, data, mode=0o666):
     """Write text or bytes to `path` through a temporary file and a rename: a reader (or a
     kill -9) never sees half a file. The temporary file's name is short whatever `path`'s
-    is: a name near the file system's 255 bytes must not become one over it."""
+    is: a name near the file system's 255 bytes must not become one over it. `mode`: the
+    file's permissions from its first byte (less the umask), 0o600 for a secret."""
     path = Path(path)
     if isinstance(data, str):
         data = utf8(data)
     temporary = path.with_name(f".{os.getpid()}-{secrets.token_hex(6)}.partial")  # threads write too
     try:
-        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # as write_bytes would
+        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)  # 0o666: as write_bytes would
         with open(descriptor, "wb") as handle:
             handle.write(data)
         os.replace(temporary, path)

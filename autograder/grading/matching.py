@@ -94,16 +94,15 @@ def _best(targets, cells, release, notebook, solutions):
     """The matching of `targets` (release indices) to `cells` (notebook indices) in order, each
     used once, of the greatest total likeness (a sequence alignment where skipping costs nothing)."""
     n, m = len(targets), len(cells)
+    like = [[_likeness(release[t], notebook[c], solutions) for c in cells] for t in targets]  # each pair once
     score = [[0.0] * (m + 1) for _ in range(n + 1)]
     for a in range(n - 1, -1, -1):
         for b in range(m - 1, -1, -1):
-            like = _likeness(release[targets[a]], notebook[cells[b]], solutions)
-            take = score[a + 1][b + 1] + like if like > 0 else float("-inf")
+            take = score[a + 1][b + 1] + like[a][b] if like[a][b] > 0 else float("-inf")
             score[a][b] = max(score[a + 1][b], score[a][b + 1], take)
     pairs, a, b = {}, 0, 0
     while a < n and b < m:
-        like = _likeness(release[targets[a]], notebook[cells[b]], solutions)
-        if like > 0 and score[a][b] == score[a + 1][b + 1] + like:
+        if like[a][b] > 0 and score[a][b] == score[a + 1][b + 1] + like[a][b]:
             pairs[targets[a]] = cells[b]
             a, b = a + 1, b + 1
         elif score[a][b] == score[a + 1][b]:

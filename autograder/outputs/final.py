@@ -45,9 +45,7 @@ class FinalGrade:
     @property
     def total(self):
         """The final points, or None while anything is missing (see the module's doc)."""
-        if self.status not in (GRADED, NOT_GRADABLE):
-            return None
-        return max(0.0, round(self.autograded + self.written + self.extra_credit - self.late_penalty, 2))
+        return max(0.0, self.points_so_far) if self.status in (GRADED, NOT_GRADABLE) else None
 
     @property
     def points_so_far(self):

@@ -57,15 +57,24 @@ class IdenticalAnswers:
         cannot be read: such a file is graded (as invalid) on its own. `seed`: another seed
         than the batch's (that of an earlier result, see `current`)."""
         try:
-            notebook, sha = read_notebook_and_sha(submission.path, self.spec.max_notebook_bytes)
-            clean = sanitize(notebook, self.source, self.release)
+            clean, sha = self.read(submission.path)
         except (InvalidNotebook, OSError):
             return None, None, None
+        return self.key_of(clean, submission, seed), clean, sha
+
+    def read(self, path):
+        """(the notebook at `path` sanitized, the SHA-256 of the bytes read); InvalidNotebook
+        (saying why) or OSError for a file that cannot be graded."""
+        notebook, sha = read_notebook_and_sha(path, self.spec.max_notebook_bytes)
+        return sanitize(notebook, self.source, self.release), sha
+
+    def key_of(self, clean, submission, seed=None):
+        """The answers key of `submission` read as `clean` (see `read`)."""
         seed = self.spec.seed if seed is None else seed
         what = {"bundle": self.bundle, "seed": seed, "limits": self.spec.limits,
                 "isolation": self.spec.isolation, "cells": clean.cells, "tampering": clean.tampering,
                 "ignored": list(submission.ignored)}
-        return _hash(what), clean, sha
+        return _hash(what)
 
     def current(self, submission, result):
         """Whether `result`, an earlier run's for this very file, is what this batch would make of

@@ -8,12 +8,10 @@ student's attempts and what counts, and can regrade everyone after a check chang
 Every answer about a submission first checks that it is the asker's own: anything else is
 "not found", the same answer as for an id that does not exist.
 """
-import asyncio
 import json
-import os
 import secrets
 import threading
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from pathlib import Path
 
 from jinja2 import Environment, PackageLoader, select_autoescape
@@ -21,7 +19,6 @@ from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 from starlette.middleware import Middleware
-from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, RedirectResponse
 from starlette.responses import JSONResponse as StarletteJSON
 from starlette.routing import Route
@@ -31,7 +28,6 @@ from autograder.course import utf8
 from autograder.outputs.feedback import _css, inline_code, layout_of
 from autograder.record import cell_in_words
 from autograder.record import read_result
-from autograder.runs.late import LateWork
 from autograder.service.guard import BodyLimit, RateLimit, TooLarge, csrf_ok, csrf_token
 from autograder.service.store import ERROR, GRADED, QUEUED, RUNNING, TA
 from autograder.service.submit import Refused, take, when
@@ -125,10 +121,7 @@ class Web:
 
     # -- what a student may see of one submission ------------------------------------------------
     def due(self, assignment, student_id):
-        record = self.service.counting.records[assignment]
-        if record.due is None:
-            return None
-        return record.due + record.extensions.get(student_id, timedelta(0))
+        return self.service.counting.records[assignment].due_for(student_id)
 
     def result_of(self, row):
         """The result to show for an attempt: for the one that counts, graded/'s (a TA's regrade
@@ -139,10 +132,7 @@ class Web:
             if graded is not None and graded.notebook_sha256 == row.sha256:
                 return graded
         raw = read_result(None, None, self.service.lanes[row.assignment].result_path(row.id))
-        if raw is None:
-            return None
-        late = LateWork(record.policy, {row.student_id: datetime.fromisoformat(row.received_at)}, self.service.roster)
-        return late.apply(raw)
+        return None if raw is None else record.late(row).apply(raw)
 
     def view(self, row, everything=False):
         result = self.result_of(row) if row.status == GRADED else None

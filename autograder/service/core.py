@@ -4,6 +4,7 @@ import secrets
 import threading
 from pathlib import Path
 
+from autograder.course import write_atomically
 from autograder.service.counting import Counting
 from autograder.service.engine import Lane, Recorder
 from autograder.service.store import Store
@@ -66,6 +67,5 @@ def _secret(path):
     """This service's own secret (for the upload form's CSRF tokens), made once, readable by it alone."""
     path = Path(path)
     if not path.exists():
-        path.touch(mode=0o600)
-        path.write_text(secrets.token_hex(32))
+        write_atomically(path, secrets.token_hex(32), mode=0o600)
     return bytes.fromhex(path.read_text().strip())

@@ -27,7 +27,7 @@ from autograder.outputs.feedback import FeedbackPages, layout_of
 from autograder.outputs.gradebook import GradebookSync
 from autograder.outputs.report import ClassReport
 from autograder.outputs.results import GradesCsv, ResultFiles
-from autograder.record import GRADED, read_result
+from autograder.record import read_result
 from autograder.runs.batch import graded_folder, read_release, read_source
 from autograder.runs.late import LatePolicy, LateWork, extensions
 from autograder.service.store import GRADED as ROW_GRADED
@@ -57,41 +57,42 @@ class AssignmentRecord:
         self.reopen = False  # set by a regrade: the gradebook's scores changed under this connection
         self.dirty, self.changed = False, 0.0
 
-    @property
-    def due(self):
-        return self.policy.due if self.policy else None
+    def due_for(self, student_id):
+        """The student's due date, their extension (the roster's) included; None without a late policy."""
+        return self.policy.due + self.extensions.get(student_id, timedelta(0)) if self.policy else None
+
+    def cutoff_for(self, student_id):
+        """The student's cutoff, their extension included; None when there is none."""
+        if self.policy is None or self.policy.cutoff is None:
+            return None
+        return self.policy.cutoff + self.extensions.get(student_id, timedelta(0))
 
     def choose(self, rows, results):
         """The row that counts of one student's graded attempts (`results`: {id: raw Result})."""
         graded = [row for row in rows if row.status == ROW_GRADED and row.attempt and row.id in results]
         if not graded:
             return None
-        extension = self.extensions.get(rows[0].student_id)
-        cutoff = (self.policy.cutoff + extension if extension else self.policy.cutoff) if self.policy else None
+        student = graded[0].student_id
+        cutoff, due = self.cutoff_for(student), self.due_for(student)
         eligible = [row for row in graded if cutoff is None or received(row) <= cutoff] or graded
         if self.counts == "best":
-            return max(eligible, key=lambda row: (self._after_penalty(row, results[row.id]), -row.seq))
+            return max(eligible, key=lambda row: (self.late(row).apply(results[row.id]).score, -row.seq))
         last = max(eligible, key=lambda row: row.seq)
-        due = self.due + extension if self.due and extension else self.due
         if due is not None and received(last) > due and last.answers_key:
             same = [row for row in eligible if row.answers_key == last.answers_key and received(row) <= due]
             if same:  # the same answers were in on time: never late
                 return min(same, key=lambda row: row.seq)
         return last
 
-    def _after_penalty(self, row, result):
-        if self.policy is None or result.status != GRADED:
-            return result.score
-        points, _ = self.policy.penalty(result.max_score, received(row), self.extensions.get(row.student_id,
-                                                                                             timedelta(0)))
-        return result.score - min(points, result.score)
+    def late(self, row):
+        """The late policy as it applies to the attempt `row`: the time the service received it."""
+        return LateWork(self.policy, {row.student_id: received(row)}, self.roster)
 
     def counted_result(self, row, raw):
         """The attempt's result as it counts: its late penalty from the time the service received it,
         and its path the counted copy's (so a batch over service/counted/ finds it graded)."""
         copy = self.counted_copy(row)
-        late = LateWork(self.policy, {row.student_id: received(row)}, self.roster)
-        result = late.apply(raw)
+        result = self.late(row).apply(raw)
         if result is raw:
             from autograder.record import Result
 

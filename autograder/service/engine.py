@@ -18,7 +18,7 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
-from autograder.grading.notebook import Submission
+from autograder.grading.notebook import InvalidNotebook, Submission
 from autograder.grading.scheduler import REFUSALS
 from autograder.grading.submission import BatchSpec
 from autograder.record import ERROR as RESULT_ERROR
@@ -28,6 +28,16 @@ from autograder.runs.identical import IdenticalAnswers
 from autograder.service.store import ERROR, GRADED, QUEUED, RUNNING, stamp
 
 MAX_TRIES = 3
+
+
+@dataclass
+class Prepared:
+    """A submission read and sanitized once, with its answers key, on its way to a lane."""
+
+    key: str
+    clean: object  # grading/notebook.py Sanitized
+    sha: str  # of the bytes read
+    by: object  # the IdenticalAnswers that made the key (a regrade makes a new one: keys change)
 
 
 @dataclass
@@ -52,7 +62,7 @@ class Lane:
                                           read_release(assignment))
         self.jobs = jobs
         self.pool = service.make_pool(self.spec, jobs)
-        self.slots = None  # made when the pool has started: a cluster's size is known only then
+        self.width = self.slots = None  # submissions in flight at once: a cluster's size is known once started
         self.queue = queue.Queue()
         self.thread = threading.Thread(target=self._run, name=f"lane-{assignment.name}", daemon=True)
         self.results = service.root / "results" / assignment.name
@@ -63,9 +73,9 @@ class Lane:
     def pause(self):
         """Stop taking submissions from the queue, and wait for those being graded."""
         self.running.clear()
-        for _ in range(self.pool.jobs):
+        for _ in range(self.width):
             self.slots.acquire()
-        for _ in range(self.pool.jobs):
+        for _ in range(self.width):
             self.slots.release()
 
     def resume(self):
@@ -78,36 +88,52 @@ class Lane:
 
     def start(self):
         self.pool.start()
-        self.slots = threading.Semaphore(self.pool.jobs)  # submissions in flight at once
+        self.width = self.pool.jobs
+        self.slots = threading.Semaphore(self.width)
         self.thread.start()
         return self
 
+    def read(self, path, student_id):
+        """A Prepared of the notebook at `path`; InvalidNotebook (saying why) or OSError when it cannot
+        be graded."""
+        clean, sha = self.identical.read(path)
+        return Prepared(self.identical.key_of(clean, Submission(student_id, Path(path))), clean, sha, self.identical)
+
+    def take(self, row, prepared=None):
+        """Grade the submission `row` (its notebook read already, as `prepared`, or not): answers graded
+        before get their result at once, the others wait in the queue."""
+        done = self._answered_at_once(row, prepared) if prepared is not None else None
+        if done is not None:
+            self.service.recorder.put(done)
+        else:
+            self.queue.put((row.id, prepared))
+
     def put(self, submission_id):
-        self.queue.put(submission_id)
+        self.queue.put((submission_id, None))
 
     def result_path(self, submission_id):
         return self.results / f"{submission_id}.json"
 
-    def answered_at_once(self, row):
+    def _answered_at_once(self, row, prepared):
         """A Done for a submission whose answers were graded before (None when it must run)."""
-        key, clean, sha = self.identical.key(Submission(row.student_id, Path(row.path)))
-        cached = self.identical.cached(key) if key else None
+        cached = self.identical.cached(prepared.key)
         if cached is None:
             return None
-        return Done(row.id, cached.copy_for(row.student_id, row.path, sha), clean.notebook, key)
+        return Done(row.id, cached.copy_for(row.student_id, row.path, prepared.sha), prepared.clean.notebook,
+                    prepared.key)
 
     def _run(self):
         while True:
-            submission_id = self.queue.get()
-            if submission_id is None:
+            item = self.queue.get()
+            if item is None:
                 return
             self.running.wait()
             try:
-                self._dispatch(submission_id)
+                self._dispatch(*item)
             except Exception:  # noqa: BLE001 (one submission's trouble must not stop the lane)
-                self.service.recorder.failed(submission_id, traceback.format_exc(limit=3))
+                self.service.recorder.failed(item[0], traceback.format_exc(limit=3))
 
-    def _dispatch(self, submission_id):
+    def _dispatch(self, submission_id, prepared):
         store = self.service.store
         row = store.get(submission_id)
         if row is None or row.status not in (QUEUED, RUNNING):
@@ -116,14 +142,19 @@ class Lane:
         if written is not None:  # graded before a crash, its row not yet updated: finish it, never twice
             self.service.recorder.put(Done(row.id, written, None, written.answers_key))
             return
-        done = self.answered_at_once(row)
+        if prepared is None or prepared.by is not self.identical:  # after a restart, or keys of older checks
+            try:
+                prepared = self.read(row.path, row.student_id)
+            except (InvalidNotebook, OSError):  # gone unreadable since it was taken: graded as it is, invalid
+                prepared = None
+        done = self._answered_at_once(row, prepared) if prepared is not None else None
         if done is not None:
             self.service.recorder.put(done)
             return
         submission = Submission(row.student_id, Path(row.path))
-        key, clean, sha = self.identical.key(submission)
-        if key is not None:
-            submission.sha256, submission.clean = sha, clean
+        key = prepared.key if prepared is not None else None
+        if prepared is not None:
+            submission.sha256, submission.clean = prepared.sha, prepared.clean
         while True:  # a slot, while no regrade holds the lane (see pause)
             self.running.wait()
             self.slots.acquire()

@@ -5,13 +5,12 @@ notebook or not valid JSON, the wrong or a closed assignment, too many requests.
 notebook that is taken is on disk (written and synced) and in the database (committed)
 before its id is given back, and only then queued.
 """
-import hashlib
 import os
 import secrets
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
-from autograder.grading.notebook import InvalidNotebook, read_notebook
+from autograder.grading.notebook import InvalidNotebook
 from autograder.service.store import ERROR, stamp
 
 
@@ -33,10 +32,8 @@ def check_open(service, who, assignment, now):
     opens = _aware(config.opens)
     if opens is not None and now < opens:
         raise Refused(403, f"{assignment.title} opens for submissions at {when(opens)}.")
-    record = service.counting.records[assignment.name]
-    policy = record.policy
-    if policy is not None and policy.cutoff is not None:
-        cutoff = policy.cutoff + record.extensions.get(who.student_id, timedelta(0))
+    cutoff = service.counting.records[assignment.name].cutoff_for(who.student_id)
+    if cutoff is not None:
         if now > cutoff:
             raise Refused(403, f"{assignment.title} closed at {when(cutoff)}: no more submissions are taken."
                                " Your last attempt before then is your grade.")
@@ -65,10 +62,11 @@ def take(service, who, assignment, incoming, now=None):
     `assignment`: (the database row, attempts left after it or None). Refused, with the file
     removed, when it may not be taken."""
     now = now or datetime.now(timezone.utc)
+    lane = service.lanes[assignment.name]
     try:
         check_open(service, who, assignment, now)
         try:
-            read_notebook(incoming)
+            prepared = lane.read(incoming, who.student_id)  # read once: checked, sanitized, its answers key
         except InvalidNotebook as error:
             raise Refused(422, f"This file cannot be graded: {error}. It did not cost you an attempt.") from None
         except OSError:
@@ -77,36 +75,21 @@ def take(service, who, assignment, incoming, now=None):
             left = check_attempts(service, who, assignment, now)
             submission_id = secrets.token_hex(8)
             path = service.uploads(assignment.name) / f"{submission_id}.ipynb"
-            digest = _sync(incoming)
+            _sync(incoming)
             os.replace(incoming, path)
-            _sync_folder(path.parent)
-            service.store.add(submission_id, assignment.name, who.student_id, stamp(now), digest, path)
+            _sync(path.parent)  # the rename too
+            service.store.add(submission_id, assignment.name, who.student_id, stamp(now), prepared.sha, path)
     finally:
         if os.path.exists(incoming):
             os.unlink(incoming)
     row = service.store.get(submission_id)
-    lane = service.lanes[assignment.name]
-    done = lane.answered_at_once(row)  # answers graded before: their result at once
-    if done is not None:
-        service.recorder.put(done)
-    else:
-        lane.put(row.id)
+    lane.take(row, prepared)  # answers graded before get their result at once
     return row, (left - 1 if left is not None else None)
 
 
 def _sync(path):
-    """The file's SHA-256, once its bytes are on the disk."""
-    digest = hashlib.sha256()
-    with open(path, "rb+") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-        handle.flush()
-        os.fsync(handle.fileno())
-    return digest.hexdigest()
-
-
-def _sync_folder(folder):
-    descriptor = os.open(folder, os.O_RDONLY)
+    """A file's bytes (or a folder's entries) on the disk, not only in the page cache."""
+    descriptor = os.open(path, os.O_RDONLY)
     try:
         os.fsync(descriptor)
     finally:

@@ -20,7 +20,7 @@ from autograder.course import CourseError
 from autograder.grading.notebook import Submission
 from autograder.runs.intake.archives import DONE, ArchiveError, is_zip, unpack
 from autograder.runs.intake.identities import Identities
-from autograder.runs.intake.layouts import Found, NamedPattern, readers
+from autograder.runs.intake.layouts import NamedPattern, readers
 from autograder.untrusted import student_id as safe_student_id
 from autograder.untrusted import visible
 
