@@ -98,3 +98,11 @@ def student_id(name):
 
 def _joined(words):
     return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+
+
+def listed(names, shown=5, each=80):
+    """Names a student chose, for a note or a message: the first `shown`, each made visible and cut
+    to `each` characters, and how many more there are ("a, b, c and 4 more")."""
+    names = list(names)
+    more = len(names) - shown
+    return ", ".join(visible(name, each) for name in names[:shown]) + (f" and {more} more" if more > 0 else "")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import nbformat
 
-from autograder.untrusted import visible
+from autograder.untrusted import listed, visible
 
 # The default limit on what runs: a notebook without its outputs (`autograder grade --max-notebook-mb`).
 # Outputs do not count: grading runs the cells again and never uses them.
@@ -219,7 +219,7 @@ def sanitize(notebook, source, release):
         tampering.insert(0, _recognised_note(recognised))
     elif len(deleted) > MAX_DELETED_NAMED:
         tampering.append(f"{len(deleted)} of the exercise's cells were missing from your notebook and were put back"
-                         f" from the release (answers among them count as unanswered): {_listed(deleted)}")
+                         f" from the release (answers among them count as unanswered): {listed(deleted, 8)}")
     else:
         tampering += [f"cell {grade_id} was deleted (restored from the release)" for grade_id in deleted]
     clean = nbformat.v4.new_notebook(metadata=source.metadata)
@@ -252,16 +252,11 @@ def _recognised_note(recognised):
         note = ("your notebook's cells had lost the grader's markers (as happens when work is copied into a new"
                 " notebook), so your answers were found by where they sit among the exercise's cells")
     else:
-        note = (f"{_listed(list(recognised.found))} had lost the grader's marker, so the cell in its place was"
+        note = (f"{listed(recognised.found, 8)} had lost the grader's marker, so the cell in its place was"
                 " taken for it")
     if recognised.missing:
-        note += f"; these answers could not be found and count as unanswered: {_listed(recognised.missing)}"
+        note += f"; these answers could not be found and count as unanswered: {listed(recognised.missing, 8)}"
     return note
-
-
-def _listed(names, shown=8):
-    more = len(names) - shown
-    return ", ".join(names[:shown]) + (f" and {more} more" if more > 0 else "")
 
 
 def _restore_deleted(cells, order, used, source_cells, release_cells):

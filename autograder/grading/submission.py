@@ -313,12 +313,10 @@ IGNORED_NAMED = 5  # other notebooks of the same student named in the note; the 
 
 def ignored_note(submission):
     """The note for a student who handed in several notebooks (their names bounded and made visible)."""
-    from autograder.untrusted import visible
+    from autograder.untrusted import listed, visible
 
-    names = [visible(Path(name).name, 80) for name in submission.ignored[:IGNORED_NAMED]]
-    more = len(submission.ignored) - IGNORED_NAMED
-    listed = ", ".join(names) + (f" and {more} more" if more > 0 else "")
-    return f"more than one notebook was handed in; graded {visible(submission.path.name, 120)}, not {listed}"
+    others = listed((Path(name).name for name in submission.ignored), IGNORED_NAMED)
+    return f"more than one notebook was handed in; graded {visible(submission.path.name, 120)}, not {others}"
 
 
 def _cell_report(reply, cells):

@@ -25,7 +25,7 @@ import io
 from dataclasses import dataclass, field
 
 from autograder.outputs import final
-from autograder.untrusted import for_spreadsheet
+from autograder.untrusted import for_spreadsheet, listed
 
 ROSTER_COLUMNS = ("student_id", "name", "canvas_id", "sis_user_id", "sis_login_id", "section", "email", "id_number",
                   "extension_hours", "moodle_participant")
@@ -117,7 +117,7 @@ def canvas(assignments, roster=None):
     unidentified = [s for s, row in people if not any(row.get(k) for k in needed)]
     if unidentified:
         raise RosterError(f"Canvas matches students by ID, SIS User ID or SIS Login ID; the roster has none"
-                          f" of them for {', '.join(unidentified[:5])}{' and more' if len(unidentified) > 5 else ''}")
+                          f" of them for {listed(unidentified)}")
     handle = io.StringIO(newline="")
     writer = csv.writer(handle)
     writer.writerow([*CANVAS_COLUMNS, *(for_spreadsheet(grades.title) for grades in assignments)])
@@ -143,8 +143,7 @@ def moodle(assignments, roster=None, key="id_number"):
     people, export = _people(assignments, roster)
     unidentified = [s for s, row in people if not row.get(key)]
     if unidentified:
-        raise RosterError(f"the roster has no {key} for {', '.join(unidentified[:5])}"
-                          f"{' and more' if len(unidentified) > 5 else ''}")
+        raise RosterError(f"the roster has no {key} for {listed(unidentified)}")
     handle = io.StringIO(newline="")
     writer = csv.writer(handle)
     writer.writerow([MOODLE_KEYS[key], *(for_spreadsheet(grades.title) for grades in assignments)])

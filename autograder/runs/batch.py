@@ -270,12 +270,11 @@ def replaced_note(submission):
     """The note for a student who uploaded the same file more than once, or ""."""
     if not submission.replaced:
         return ""
-    from autograder.untrusted import visible
+    from autograder.untrusted import listed, visible
 
-    older = ", ".join(visible(name, 80) for name in submission.replaced[:5])
-    more = f" and {len(submission.replaced) - 5} more" if len(submission.replaced) > 5 else ""
     return (f"you uploaded this notebook more than once: your newest upload, {visible(submission.path.name, 120)},"
-            f" was graded, and the earlier {'ones' if len(submission.replaced) > 1 else 'one'} ({older}{more}) not")
+            f" was graded, and the earlier {'ones' if len(submission.replaced) > 1 else 'one'}"
+            f" ({listed(submission.replaced)}) not")
 
 
 def graded_folder(assignment, out_dir=None):
