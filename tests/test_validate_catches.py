@@ -154,3 +154,23 @@ def test_validate_releases_an_assignment_never_released(tmp_path, monkeypatch, c
     assert f"{ASSIGNMENT} had no release yet: released it first, as `autograder release {ASSIGNMENT}` does" in out
     assert assignment.source_notebook.is_file() and assignment.release_notebook.is_file()
     assert "No such file" not in out
+
+
+@pytest.mark.usefixtures("sandbox_required")
+def test_a_check_that_breaks_while_grading_is_a_problem_for_the_ta(broken, tmp_path):
+    """`autograder grade` (the batch, and so the service's regrade) lists a broken check among the
+    problems (exit 1), by file and line; the student's result says only that it could not run."""
+    from autograder.outputs.folder import GradedFolder
+    from autograder.outputs.results import ResultFiles
+    from autograder.runs.batch import grade_batch
+    from helpers import make_notebook, write
+
+    assignment, _, line, _ = broken
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    write(inbox, "ada", make_notebook({}, assignment=ASSIGNMENT))
+    folder = GradedFolder(tmp_path / "out").make()
+    report = grade_batch(assignment, [inbox], [ResultFiles(folder)], out_dir=folder, jobs=1, seed=0)
+    said = " ".join(text for _, text in report.problems)
+    assert f"{CHECK_FILE}:{line}: NameError" in said, report.problems
+    assert "torhc" not in " ".join(check.message for cell in report.results[0].cells for check in cell.checks)

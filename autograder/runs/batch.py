@@ -17,7 +17,7 @@ from autograder.outputs.folder import GradedFolder
 from autograder.outputs.gradebook import Gradebook
 from autograder.outputs.report import ClassReport
 from autograder.outputs.results import GradesCsv, ResultFiles
-from autograder.record import ERROR, INVALID, Result
+from autograder.record import ERROR, INVALID, Result, broken_checks
 from autograder.runs.intake import discover
 
 
@@ -116,6 +116,7 @@ def grade_batch(assignment, paths, outputs=None, out_dir=None, scheduler=None, o
     report.results = _every_result(folder, [r for r in [*report.graded, *report.late_updated]
                                             if r.student_id not in record.unrecorded])
     report.problems += _not_gradable(report.results, submissions)
+    report.problems += broken_checks(report.results)  # a hidden check that broke: the instructor's to fix
     folder.record_wall_time(time.perf_counter() - started)
     record.finish(report.results, clock)
     report.changes = [change for output in outputs for change in getattr(output, "changes", [])]
