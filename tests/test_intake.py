@@ -179,8 +179,10 @@ def test_links_in_a_submissions_folder_are_not_followed(tmp_path):
     secret.write_text(NOTEBOOK)
     folder = files(tmp_path / "inbox", ["ada.ipynb"])
     (folder / "eve.ipynb").symlink_to(secret)
+    (folder / "elsewhere").symlink_to(tmp_path, target_is_directory=True)  # a folder of other notebooks
     intake = discover([folder], ASSIGNMENT)
     assert chosen(intake) == {"ada": "ada.ipynb"} and dict(intake.problems)["eve.ipynb"].startswith("a link")
+    assert dict(intake.problems)["elsewhere"] == "a link to a folder, not a folder: not read"
 
 
 # -- zips -----------------------------------------------------------------------------------------

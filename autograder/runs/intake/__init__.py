@@ -12,7 +12,6 @@ of several different notebooks, the one named after the assignment (else the sho
 name) is graded and the student is told which.
 """
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -58,12 +57,11 @@ def discover(paths, assignment, roster=None, pattern=None, unpack_to=None):
 
     `roster`: {student id: row} (outputs/lms.py read_roster) to map LMS ids; `pattern`: the TA's
     regular expression for other names (layouts.NamedPattern); `unpack_to`: where zips are
-    unpacked, kept for later runs (default: a temporary folder, gone when the process ends).
-    A path that does not exist is a CourseError: nothing is graded from a mistyped command."""
+    unpacked (needed only when a zip is named). A path that does not exist is a CourseError:
+    nothing is graded from a mistyped command."""
     if pattern:
         NamedPattern(pattern)  # a bad expression stops here, before anything is read
     intake, found = Intake(), []
-    unpack_to = Path(unpack_to) if unpack_to else Path(_scratch())
     for raw in paths:
         path = Path(raw).absolute()  # results name their file: later commands may run from elsewhere
         if not path.exists() and not path.is_symlink():
@@ -76,15 +74,6 @@ def discover(paths, assignment, roster=None, pattern=None, unpack_to=None):
     if not intake.submissions and not intake.problems:
         intake.problems.append(("", f"no submissions were found in {', '.join(str(p) for p in paths)}"))
     return intake
-
-
-_SCRATCH = []
-
-
-def _scratch():
-    if not _SCRATCH:
-        _SCRATCH.append(tempfile.TemporaryDirectory(prefix="autograder-unpacked-"))
-    return _SCRATCH[0].name
 
 
 def _read_path(path, assignment, pattern, unpack_to, intake):
@@ -107,13 +96,15 @@ def _read_path(path, assignment, pattern, unpack_to, intake):
     for depth in (3, 2, 1):
         parts = path.parts[-depth:]
         if len(parts) == depth:
-            item = _recognise(parts, path, str(path), assignment, path.parents[depth - 1], pattern)
+            item = _recognise(parts, path, str(path), readers(assignment, path.parents[depth - 1], pattern))
             if item is not None:
                 return [item]
     return [_unrecognised(path, str(path), intake, pattern)]
 
 
 def _unpacked(archive, shown, unpack_to, intake):
+    if unpack_to is None:
+        raise ValueError("discover() needs unpack_to to unpack a zip")
     try:
         folder, skipped = unpack(archive, unpack_to)
     except ArchiveError as error:
@@ -134,11 +125,16 @@ def _inside(folder):
 
 def _walk(folder, assignment, pattern, intake, shown=""):
     """[Found] for every file under `folder` (links and what an OS adds left out)."""
-    found, count = [], 0
+    found, count, known = [], 0, readers(assignment, folder, pattern)
     for root, folders, files in os.walk(folder):
         here = Path(root)
         depth = len(here.relative_to(folder).parts)
         folders[:] = sorted(f for f in folders if f not in IGNORED_FOLDERS)
+        for link in [f for f in folders if (here / f).is_symlink()]:  # os.walk would pass it by in silence
+            label = "/".join(filter(None, (shown, *(here / link).relative_to(folder).parts)))
+            intake.problems.append((label, "a link to a folder, not a folder: not read"))
+            intake.rows.append(Row("", label, "", outcome="not read: a link to a folder"))
+            folders.remove(link)
         if depth >= MAX_DEPTH and folders:  # deeper than any layout: said, not read
             deep = "/".join(filter(None, (shown, *here.relative_to(folder).parts)))
             intake.problems.append((deep, f"holds folders more than {MAX_DEPTH} levels down, which were not read"))
@@ -157,13 +153,14 @@ def _walk(folder, assignment, pattern, intake, shown=""):
                 intake.problems.append((label, "a link, not a file: not graded"))
                 intake.rows.append(Row("", label, "", outcome="not graded: a link, not a file"))
                 continue
-            item = _recognise(parts, path, label, assignment, folder, pattern)
+            item = _recognise(parts, path, label, known)
             found.append(item if item is not None else _unrecognised(path, label, intake, pattern))
     return [item for item in found if item is not None]
 
 
-def _recognise(parts, path, label, assignment, folder, pattern):
-    for reader in readers(assignment, folder, pattern):
+def _recognise(parts, path, label, known):
+    """The Found the first of `known` (layouts.readers) makes of the file, or None."""
+    for reader in known:
         item = reader.read(parts, path, label)
         if item is not None:
             return item
