@@ -18,7 +18,8 @@ _HOME = {
                      "describe", "RTOL", "ATOL"], "autograder.checks.verdict"),
     # steps shared by every assignment's checks (checklib)
     **dict.fromkeys(["randn", "reference_module", "randomize", "paired", "student_forward",
-                     "expect_reference_output", "diagnosis", "random_parameters", "observe_module"],
+                     "expect_reference_output", "diagnosis", "random_parameters", "observe_module",
+                     "locate_module", "locate_function", "locate_any"],
                     "autograder.checks.checklib"),
     # what crosses from the sandbox: a student's exception, a resource handed to student code
     **dict.fromkeys(["StudentError", "Resource", "seeded"], "autograder.wire"),

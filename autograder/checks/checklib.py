@@ -3,9 +3,12 @@
 Modules are compared by building the student's and the reference module with
 identical parameters (copied by name) and running both on the same input.
 """
+import functools
+from pathlib import Path
+
 import torch
 
-from autograder.wire import seeded
+from autograder.wire import StudentError, seeded
 from autograder.checks.verdict import (close, expect_close, expect_tensor, fail, listed, name_mistake, no_known_mistake,
                                         shape_text, short)
 
@@ -87,32 +90,146 @@ def expect_reference_output(student, reference, class_name, args, x, rng, what, 
 
 
 # -- the error model's diagnosis (checks/errormodel.py) ---------------------------------------
-def diagnosis(probe):
-    """The check that names a cell's mistake from the error model, in the cell's test file (it
-    runs after the file's other checks, wherever it is defined; see plugin.py):
+def diagnosis(probe, locate=None):
+    """The check that names a cell's mistake, in the cell's test file (it runs after the file's
+    other checks, wherever it is defined; see plugin.py):
 
-        test_diagnosis = diagnosis(probe)
+        test_diagnosis = diagnosis(probe, locate)
 
-    `probe(student, rng)` yields observations (see errormodel). The check runs only when another
-    check of the cell failed, costs no points, and is listed only when it names the mistake."""
+    `probe(student, rng)` yields observations (see errormodel): a student's that equal a known
+    mistake's name it. `locate(Locating)`, if given, finds by value where the student's code goes
+    wrong (`locate_module`, `locate_function`; checks/localise.py): it says *where* beside a known
+    mistake's *what*, and alone names the line of a mistake no one listed. The check runs only when
+    another check of the cell failed, costs no points, and is listed only when it names something."""
     import pytest
 
-    from autograder.checks import errormodel
+    from autograder.checks import errormodel, localise
     from autograder.checks.plugin import grade_id_of
 
     @pytest.mark.diagnosis
-    def test_diagnosis(request, student, error_model, solutions, resources, seed, cell_failed, upstream_failed):
+    def test_diagnosis(request, student, error_model, solutions, resources, seed, cell_failed, upstream_failed,
+                       reference, step_names, named_failed):
         """Your answer, compared with the common mistakes for this exercise"""
         mutants = error_model.get(grade_id_of(request.node))
-        if not cell_failed or upstream_failed or not mutants or getattr(student, "lost", None):
+        if not cell_failed or upstream_failed or not (mutants or locate) or getattr(student, "lost", None):
             return  # nothing failed; the cause is upstream (checks/rootcause.py says so); nothing known; or gone
-        seen = errormodel.observe(probe, student, seed)
-        chosen = errormodel.recognise(seen, probe, solutions, mutants, seed, resources)
-        if chosen:
-            fail(errormodel.message(chosen), named=True)
+        chosen = ()
+        if mutants:
+            seen = errormodel.observe(probe, student, seed)
+            chosen = errormodel.recognise(seen, probe, solutions, mutants, seed, resources)
+        found = locate(Locating(student, reference, step_names, seed)) if locate else None
+        if chosen:  # what the mistake is, certain; where, when the values say so just as surely
+            fail(errormodel.message(chosen) + (localise.where(found) if len(chosen) == 1 else ""), named=True)
+        said = localise.message(found, locate.where) if found is not None else ""
+        if named_failed and not localise.specific(found):
+            return  # a check named what it saw; "the values differ here" would only cover it up
+        if said and not getattr(student, "lost", None):
+            fail(said, named=True)
 
     test_diagnosis.probe = probe  # for the error model's own check (authoring/errorcheck.py)
     return test_diagnosis
+
+
+class Locating:
+    """What a `locate` function of `diagnosis` works with."""
+
+    def __init__(self, student, reference, names, seed):
+        self.student, self.reference, self.names, self.seed = student, reference, names, seed
+        self.rng = torch.Generator().manual_seed(seed)
+
+    def reference_trace(self, run):
+        """(output, steps) of the reference's `run()` under a value trace, steps named."""
+        from autograder.checks import localise
+        from autograder.inside.trace import own_files, traced
+
+        with seeded(self.seed), torch.no_grad():
+            output, steps, _ = traced(own_files(vars(self.reference)), run)
+        for step in steps:  # the solutions file's regions are compiled from text: their lines are here
+            step["code"] = reference_line(self.reference, step["file"], step["line"])
+        return output, localise.steps_of(steps, self.names)
+
+    def module(self, class_name, args, inputs, **kwargs):
+        """Where the student's module `class_name(*args, **kwargs)` goes wrong on `inputs`, with the
+        reference's parameters (None when the two cannot be paired: the structure differs)."""
+        import pytest
+
+        from autograder.checks import localise
+
+        try:
+            handle, ref = paired(self.student, self.reference, class_name, args, self.rng, **kwargs)
+        except (pytest.fail.Exception, StudentError):
+            return None  # it cannot be built, or not with the reference's parameters: no values to compare
+        output, steps = self.reference_trace(lambda: ref(*inputs))
+        return localise.localise(self.student, handle, list(inputs), output, steps, self.seed)
+
+    def function(self, name, inputs):
+        """Where the student's function `name` goes wrong on `inputs`."""
+        from autograder.checks import localise
+
+        function = getattr(self.reference, name)
+        output, steps = self.reference_trace(lambda: function(*inputs))
+        return localise.localise(self.student, name, list(inputs), output, steps, self.seed)
+
+
+def reference_line(reference, filename, line):
+    """Line `line` of the solutions region compiled as `filename` ("<solutions file>:<region>")."""
+    path, _, region = filename.rpartition(":")
+    try:
+        lines = _region_lines(path, region, Path(path).stat().st_mtime_ns)
+    except OSError:
+        return ""
+    return lines[line - 1].strip() if 0 < line <= len(lines) else ""
+
+
+@functools.lru_cache(maxsize=64)
+def _region_lines(path, region, _mtime):
+    from autograder.course import reference as reference_code
+
+    regions = reference_code.edited_regions(Path(path), ())
+    return tuple(reference_code.strip_solution_markers(regions.get(region, "")).splitlines())
+
+
+def locate_module(class_name, args, *input_shapes, longest=None, **kwargs):
+    """A `locate` for `diagnosis`: the student's `class_name(*args, **kwargs)` on random inputs
+    of `input_shapes` (one shape per input of forward), in eval mode. `longest`, if given, is the
+    same with inputs as long as the module allows, tried when the code stops with an error on the
+    shorter ones (a mask sliced wrong): its other mistakes can then still be found."""
+    def locate(at):
+        from autograder.checks.verdict import hint_for
+
+        found = at.module(class_name, args, [randn(at.rng, *shape) for shape in input_shapes], **kwargs)
+        if found is not None and found.error and longest is not None:
+            error = found.error
+            found = at.module(class_name, args, [randn(at.rng, *shape) for shape in longest], **kwargs)
+            if found is not None and found.places:  # its other mistakes, and the error beside them
+                shape = tuple(input_shapes[0])
+                found.also = (f" Also, on an input of shape {shape} (shorter than the longest your"
+                              f" {class_name} allows) your code stops with an error: {error}. {hint_for(error)}").rstrip()
+        return found
+    locate.where = f"your {class_name}"
+    return locate
+
+
+def locate_function(name, make_inputs):
+    """A `locate` for `diagnosis`: the student's function `name` on `make_inputs(rng)` (a list)."""
+    def locate(at):
+        return at.function(name, make_inputs(at.rng))
+    locate.where = f"your `{name}`"
+    return locate
+
+
+def locate_any(*locates):
+    """A `locate` for `diagnosis` of a cell with several answers (two functions): the first
+    of `locates` that finds where the values go wrong."""
+    def locate(at):
+        for one in locates:
+            found = one(at)
+            if found is not None and found.repaired:
+                locate.where = one.where
+                return found
+        return None
+    locate.where = "your code"
+    return locate
 
 
 def random_parameters(rng, shapes):

@@ -59,6 +59,26 @@ class Raised:
     text: str
 
 
+def step_names(folder):
+    """{reference variable (or `variable.op`): what it is, in words} from errors.toml's `[steps]`:
+    how localisation (checks/localise.py) names the reference's steps to students."""
+    path = Path(folder) / ERRORS
+    if not path.is_file():
+        return {}
+    return dict(_steps(str(path), path.stat().st_mtime_ns))
+
+
+@functools.lru_cache(maxsize=8)
+def _steps(path, _mtime):
+    try:
+        raw = tomllib.loads(Path(path).read_text()).get("steps", {})
+    except tomllib.TOMLDecodeError as error:
+        raise ErrorModelError(f"{path} is not valid TOML: {error}") from None
+    if not isinstance(raw, dict) or not all(isinstance(v, str) for v in raw.values()):
+        raise ErrorModelError(f"{path}: [steps] maps names of the reference's variables to words (strings)")
+    return tuple(raw.items())
+
+
 def load(folder):
     """{exercise: [Mutant, ...]} from `folder`/errors.toml ({} when there is none)."""
     path = Path(folder) / ERRORS

@@ -132,6 +132,11 @@ class GradingPlugin:
         return errormodel.load(self.assignment.folder)
 
     @pytest.fixture
+    def step_names(self):
+        """{reference variable: words} of the assignment's errors.toml `[steps]` (checks/localise.py)."""
+        return errormodel.step_names(self.assignment.folder)
+
+    @pytest.fixture
     def solutions(self):
         return self.assignment.solutions
 
@@ -153,6 +158,12 @@ class GradingPlugin:
         upstream = set(self.assignment.builds_on.get(grade_id_of(request.node), ()))
         graded = {r.grade_id for r in self.results}
         return bool(upstream - graded) or any(r.grade_id in upstream and not r.passed for r in self.results)
+
+    @pytest.fixture
+    def named_failed(self, request):
+        """Whether a check of this test's cell failed naming the mistake it saw (verdict.NamedMistake)."""
+        grade_id = grade_id_of(request.node)
+        return any(r.grade_id == grade_id and not r.passed and r.named for r in self.results)
 
     @pytest.fixture
     def failed_checks(self, request):

@@ -68,14 +68,45 @@ def one_cause_per_cell(cells):
         failing = [check for check in cell.checks if not check.passed]
         diagnosed = any(getattr(check, "diagnosis", False) and check.message for check in failing)
         named = any(getattr(check, "named", False) and check.message for check in failing)  # quieted: not counted
-        seen = set()
+        speaking = " ".join(check.message for check in failing if check.message and (
+            getattr(check, "diagnosis", False) if diagnosed else getattr(check, "named", False)))
+        seen, crashes = set(), set()
         for check in failing:
             said = _explanation(check.message)
-            if ((diagnosed and not getattr(check, "diagnosis", False))
+            crash = _crash_of(check.message)
+            if crash and (diagnosed or named) and _before_own_code(check.message) and not _explains(speaking, crash):
+                # An error raised before any line of the student's code ran (a class without a
+                # forward method) is not what the named mistake computes: a second mistake, said once.
+                if crash in crashes:
+                    check.message = ""
+                crashes.add(crash)
+            elif ((diagnosed and not getattr(check, "diagnosis", False))
                     or (named and not getattr(check, "named", False)) or said in seen):
                 check.message = ""
             seen.add(said)
     return cells
+
+
+def _crash_of(message):
+    """The exception in a check's message about the student's code raising ("... raised
+    RuntimeError: ...", without the student's line), or "" for any other message."""
+    found = re.search(r" raised (\w+(?:Error|Exception|Interrupt)\b.*?)(?: \(your line \d+:|$)", message)
+    return found.group(1).strip().rstrip(".") if found else ""
+
+
+def _before_own_code(message):
+    """Whether the student's error never reached a line of their code (no "(your line N: ...)")."""
+    return re.search(r"\(your line \d+:", message) is None
+
+
+def _explains(speaking, crash):
+    """Whether the speaking message is about this error: it quotes a name the error names
+    (`mask` and "no attribute 'mask'"), or it is itself about an error."""
+    if " raised " in speaking or not speaking:
+        return True
+    names = set(re.findall(r"`([A-Za-z_][A-Za-z0-9_.]*)`", speaking))
+    words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", crash))
+    return bool({name.rsplit(".", 1)[-1] for name in names} & words)
 
 
 def missing_because_crashed(cells, cell_errors):

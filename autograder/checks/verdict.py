@@ -219,6 +219,9 @@ TRANSLATIONS = (
      " you pass, and which tensor you pass them to."),
     (re.compile(r"cannot assign module before Module.__init__\(\) call|has no attribute '_modules'"),
      "Call super().__init__() first in __init__, before creating any layer or parameter."),
+    (re.compile(r"Module \[(\w+)\] is missing the required \"forward\" function"),
+     "Your {0} has no method named forward, so calling it fails: nn.Module runs forward when the module is"
+     " called. Check the method's name (def forward(self, x):) and that it is indented inside the class."),
     (re.compile(r"'(Parameter|Tensor)' object is not callable"),
      "A tensor is called like a function. A layer such as nn.Linear is called, layer(x); a tensor or"
      " nn.Parameter is multiplied, x @ weight."),

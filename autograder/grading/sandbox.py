@@ -29,7 +29,8 @@ from pathlib import Path
 from autograder import wire
 from autograder.grading import cgroups
 
-AGENT_FILES = ("wire.py", "inside/__init__.py", "inside/agent.py", "inside/student.py", "inside/world.py")  # in the package
+AGENT_FILES = ("wire.py", "inside/__init__.py", "inside/agent.py", "inside/student.py", "inside/trace.py",
+               "inside/world.py")  # in the package
 SANDBOX_UID_BASE = 61000  # one unprivileged uid per worker slot when the grader is root
 START_TIMEOUT = 120  # seconds for a cold sandbox to import torch
 # The child stops a cell at the time limit itself and reports which cells ran. The grader
@@ -868,7 +869,8 @@ def _running(pid):
 
 # -- the student proxy -------------------------------------------------------------
 PROBES = ("kind", "value", "call", "call_with_modules", "new", "build", "structure", "parameters", "buffers",
-          "load_parameters", "forward", "vjp", "meta_forward", "sequence", "iterate", "origin", "replay")
+          "load_parameters", "forward", "vjp", "meta_forward", "sequence", "iterate", "origin", "replay",
+          "trace")
 
 
 MAX_ERROR_TEXT = 2000  # characters of an error text from the sandbox that the grader reads

@@ -20,9 +20,11 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
+from autograder.inside.trace import own_files, traced  # now: student code may break imports later
 from autograder.wire import Resource, StudentError, seeded
 
 MAX_ITEMS = 200  # dataset items / batches returned at most
+MAX_TRIALS = 64  # what-if runs of one trace probe
 
 
 def to_plain(value, what="your code"):
@@ -432,6 +434,41 @@ class NamespaceStudent:
             report["error"] = _short(error)
         report["cpu_ops"] = sorted(set(watch.cpu_ops))
         return report
+
+    def trace(self, target, inputs, trials=(), seed=0, steps=False):
+        """The steps of the module behind handle `target` (in eval mode), or of the function
+        named `target`, on `inputs`: {"output", "steps"} (inside/trace.py). With `trials`
+        ([{step index: tensor}, ...]) the same run once per trial with those steps' values
+        replaced: {"trials": [{"output", "replaced"} or {"error"}, ...]}, each with its "steps"
+        too if `steps`."""
+        if target in self._objects:
+            module = self._module(target)
+            module.eval()
+            function, what = module, "forward"
+        else:
+            function, what = self._get(target), f"`{target}`"
+        inputs = [self._materialize(item) for item in inputs]
+        files = own_files(self.namespace)
+
+        def run(replace=None, keep_values=True):
+            with seeded(seed), torch.no_grad():
+                return traced(files, lambda: function(*inputs), replace, keep_values)
+
+        if not trials:
+            try:
+                output, steps, _ = run()
+            except Exception as error:
+                raise StudentError(f"{what} raised {_short(error)}{_where(error)}") from None
+            return {"output": to_plain(output, what), "steps": steps}
+        answers = []
+        for replace in trials[:MAX_TRIALS]:
+            try:
+                output, made, replaced = run(replace, keep_values=steps)
+                answers.append({"output": to_plain(output, what), "replaced": replaced,
+                                **({"steps": made} if steps else {})})
+            except Exception as error:  # noqa: BLE001 (the student's code under a what-if: say what, go on)
+                answers.append({"error": _short(error)})
+        return {"trials": answers}
 
     # -- data ----------------------------------------------------------------
     def sequence(self, name, args=(), kwargs=None):

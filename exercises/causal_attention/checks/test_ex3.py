@@ -6,7 +6,7 @@ from autograder.checks import brief, fail
 
 from autograder.checks import expect_tensor
 
-from autograder.checks import diagnosis, expect_reference_output, observe_module, paired, randn, student_forward
+from autograder.checks import diagnosis, expect_reference_output, locate_module, observe_module, paired, randn, student_forward
 from .common import (diagnose_weights, causal_mistakes, expect_dropout_on_weights, expect_mask_buffer,
                      expect_moves_to_meta, expect_no_leak, expect_weights_not_uniform, JOURNEY, scale_mistakes,
                      uniform_weights)
@@ -122,4 +122,4 @@ def probe(student, rng):
                               inputs=[(x_full,), (x_short,)], train_inputs=[(x_full,)])
 
 
-test_diagnosis = diagnosis(probe)
+test_diagnosis = diagnosis(probe, locate_module(NAME, (6, 4, 9), (3, 7, 6), longest=[(3, 9, 6)]))

@@ -4,7 +4,7 @@ import torch
 
 from autograder.checks import brief, expect_tensor, fail
 
-from autograder.checks import diagnosis, expect_reference_output, observe_module, paired, randn, student_forward
+from autograder.checks import diagnosis, expect_reference_output, locate_module, observe_module, paired, randn, student_forward
 from .common import (diagnose_weights, expect_dropout_on_weights, expect_mask_buffer, expect_moves_to_meta,
                      expect_no_leak, expect_weights_not_uniform, JOURNEY, one_module_mistakes, scale_mistakes,
                      uniform_weights)
@@ -143,4 +143,4 @@ def probe(student, rng):
                               inputs=[(x_heads,), (x_full,), (x_short,)], train_inputs=[(x_full,)])
 
 
-test_diagnosis = diagnosis(probe)
+test_diagnosis = diagnosis(probe, locate_module(NAME, (6, 4, 2, 9), (3, 7, 6), longest=[(3, 9, 6)]))

@@ -1,4 +1,6 @@
 """Exercise 8a (optional): class BadLM_V2, a tiny language model."""
+import re
+
 import pytest
 import torch
 
@@ -24,11 +26,25 @@ def test_output_shape(student, rng, batch, n):
     try:
         output = student.forward(handle, tokens(rng, batch, n))
     except StudentError as error:
-        size_error = "must match the size" in str(error)
+        sizes = re.search(r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\)", str(error))
+        positions = sizes is not None and {int(sizes[1]), int(sizes[2])} == {n, ARGS[0]}  # N against context_length
+        if sizes is not None and not positions:
+            expect_embedding_sizes(student, handle)  # embeddings of the wrong sizes do not add up
         hint = (" Build positions for the N tokens you got, torch.arange(N), not"
-                " arange(context_length).") if n < ARGS[0] and size_error else " " + hint_for(str(error))
+                " arange(context_length).") if n < ARGS[0] and positions else " " + hint_for(str(error))
         fail(f"For token ids of shape {(batch, n)}, your model failed: {error}.{hint.rstrip()}")
     expect_tensor(output, f"For token ids of shape {(batch, n)}, the output", shape=(batch, n, 50))
+
+
+def expect_embedding_sizes(student, handle):
+    """Name an embedding table made with its sizes swapped (nn.Embedding(num_embeddings, embedding_dim))."""
+    context_length, vocab_size, emb_dim = ARGS[:3]
+    shapes = student.structure(handle).get("parameters", {})
+    for name, rows, what in (("token_embs.weight", vocab_size, "vocab_size"), ("pos_embs.weight", context_length, "context_length")):
+        if name in shapes and list(shapes[name]) != [rows, emb_dim]:
+            fail(f"{name.split('.')[0]} has shape {tuple(shapes[name])}, so its vectors do not have emb_dim = {emb_dim}"
+                 f" numbers and cannot be added to the other embeddings. nn.Embedding takes (number of rows,"
+                 f" vector size): nn.Embedding({what}, emb_dim), here ({rows}, {emb_dim}).", named=True)
 
 
 LAYER_ARGS = (8, 50, 12, 6, 3)  # att_dim differs from emb_dim: each layer must use the right one

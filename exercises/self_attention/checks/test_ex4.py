@@ -5,7 +5,7 @@ import torch
 
 from autograder.checks import expect_reference_output, randn, student_forward
 from .common import expect_parameters, expect_seeded_first_row, expect_weight_rows, self_attention_mistakes
-from autograder.checks import diagnosis, observe_module
+from autograder.checks import diagnosis, locate_module, observe_module, randn
 
 NAME = "SelfAttention_v1"
 HINT = "Use nn.Parameter(torch.rand(d_in, d_out)) for W_query, W_key and W_value."
@@ -47,4 +47,4 @@ def probe(student, rng):
     yield from observe_module(student, rng, NAME, (5, 3), inputs=[(randn(rng, 7, 5),), (randn(rng, 2, 5),)])
 
 
-test_diagnosis = diagnosis(probe)
+test_diagnosis = diagnosis(probe, locate_module(NAME, (3, 4), (6, 3)))

@@ -5,7 +5,7 @@ import torch
 
 from autograder.checks import expect_reference_output, randn, student_forward
 from .common import expect_parameters, expect_seeded_first_row, expect_weight_rows, self_attention_mistakes
-from autograder.checks import diagnosis, observe_module
+from autograder.checks import diagnosis, locate_module, observe_module, randn
 
 NAME = "SelfAttention_v2"
 HINT = "Use nn.Linear(d_in, d_out, bias=qkv_bias) for W_query, W_key and W_value."
@@ -54,4 +54,4 @@ def probe(student, rng):
                                   inputs=[(randn(rng, 7, 5),), (randn(rng, 2, 5),)])
 
 
-test_diagnosis = diagnosis(probe)
+test_diagnosis = diagnosis(probe, locate_module(NAME, (3, 4), (6, 3)))

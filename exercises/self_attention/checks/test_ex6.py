@@ -29,6 +29,16 @@ def copy_with_student_code(student, rng, d_in, d_out):
     return v2, v1, weights, before, student.parameters(v1)
 
 
+def _blend(got, old, new):
+    """a when `got` is a * new + (1 - a) * old for one a strictly between 0 and 1, else None."""
+    if got.shape != new.shape or old.shape != new.shape or close(new, old):
+        return None
+    step = (new - old).double()
+    a = ((got.double() - old.double()) * step).sum() / (step * step).sum()
+    a = a.item()
+    return a if 0.0 < a < 0.999 and close(got, old + a * (new - old)) else None
+
+
 def expect_copied(weights, before, after, d_in, d_out):
     for part in PARTS:
         got = after.get(part)
@@ -47,7 +57,14 @@ def expect_copied(weights, before, after, d_in, d_out):
             fail(f"After the copy, sa_v1.{part} has shape {shape_text(got.shape)}; expected"
                  f" {shape_text(want.shape)}.")
         if close(got, before[part]) and not close(got, want):
-            fail(f"sa_v1.{part} did not change: copy from sa_v2 into sa_v1 (the second argument).")
+            fail(f"After your function ran, sa_v1.{part} is unchanged. Assigning to a name (a loop variable,"
+                 " or `p = ...`) does not change the parameter: copy into it in place, sa_v1."
+                 f"{part}.copy_(...) under torch.no_grad(), from sa_v2 into sa_v1 (the second argument).")
+        blend = _blend(got, before[part], want)
+        if blend is not None:
+            fail(f"After the copy, sa_v1.{part} is a mix: {blend:.3g} of sa_v2's weights (transposed) and"
+                 f" {1 - blend:.3g} of its own old values, like a soft update. Copy sa_v2's weights exactly"
+                 " (copy_ the whole value).")
         if close(got, weights[part]):
             fail(f"sa_v1.{part} holds nn.Linear's weight as it is; SelfAttention_v1 needs its"
                  " transpose, weight.T.")

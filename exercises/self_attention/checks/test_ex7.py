@@ -7,7 +7,7 @@ from autograder.checks import expect_tensor, fail
 
 from autograder.checks import expect_reference_output, paired, randn
 from .common import cross_attention_mistakes, expect_parameters, expect_weight_rows
-from autograder.checks import diagnosis, observe_module
+from autograder.checks import diagnosis, locate_module, observe_module, randn
 
 NAME = "CrossAttention"
 HINT = ("W_query and W_key are nn.Parameter(torch.rand(d_in, d_out_kq)), W_value is"
@@ -80,4 +80,4 @@ def probe(student, rng):
                               inputs=[(randn(rng, 4, 5), randn(rng, 6, 5)), (randn(rng, 2, 5), randn(rng, 2, 5))])
 
 
-test_diagnosis = diagnosis(probe)
+test_diagnosis = diagnosis(probe, locate_module(NAME, (3, 4, 5), (5, 3), (6, 3)))

@@ -1,0 +1,685 @@
+"""Where a wrong answer goes wrong, found by its values.
+
+The student's code and the reference run on the same inputs with the same parameters, each
+under a value trace (inside/trace.py): every tensor a line of the code makes, with the line.
+Tensor values are large and distinctive, so a student's step that equals a step of the
+reference (the queries, the scores, the weights...) is right up to there, whatever the code
+looks like. A step that equals none, and whose later steps equal none either, is where the
+values go wrong.
+
+Whether the mistake is *there* is then tested, not guessed (value replacement, Jeffrey, Gupta
+and Gupta, ISSTA 2008): the student's code runs again with the reference's value in that
+step's place. If the output is then right, the mistake is on that line. If no single step
+repairs it, pairs are tried: two mistakes, each named. Where neither works, only what is
+certain is said (the first line whose values match nothing the reference makes).
+
+All of this runs on the trusted side, on plain data; the student's side only runs its code
+(with the trials' values swapped in) and sends back what it made.
+"""
+import ast
+import itertools
+from dataclasses import dataclass, field
+
+import torch
+
+from autograder.checks.verdict import ATOL, RTOL, short
+from autograder.wire import StudentError
+
+MAX_CANDIDATES = 8  # steps tried as the mistake's place
+TARGETS_PER_STEP = 3  # reference values tried in one step's place
+MAX_NAMES = 4  # matched steps named in "up to line N your values match (...)"
+
+
+@dataclass
+class Step:
+    index: int
+    line: int
+    code: str
+    op: str
+    shape: tuple
+    value: object  # a float tensor, or None (too big, or not a float)
+    came_from: list
+    file: str = ""
+    name: str = ""  # the reference's steps: what the step computes, in words
+
+
+@dataclass
+class Finding:
+    """What localisation found: `places` are (student step, reference step) pairs whose
+    replacement repairs the output (one or two), or () when nothing could be repaired;
+    `first` is the first step whose values match nothing, `matched` the names of the steps
+    right before it."""
+    places: tuple = ()
+    repaired: bool = False  # the places explain every difference in the output
+    stopped: object = None  # where the values go wrong for a reason not found, after the places
+    first: object = None
+    matched: list = field(default_factory=list)
+    student_steps: list = field(default_factory=list)
+    reference_steps: list = field(default_factory=list)
+    inputs: list = field(default_factory=list)  # the float tensors the code was given
+    error: str = ""  # the code raised this instead (nothing else is known)
+    also: str = ""  # what else the student should read beside the places (said after them)
+
+
+def steps_of(raw, names=None):
+    """Step objects from a trace's plain data; `names` ({variable or variable.op: words}) names
+    the reference's steps."""
+    steps = []
+    for index, item in enumerate(raw):
+        value = item.get("value")
+        if not (isinstance(value, torch.Tensor) and (value.is_floating_point() or value.dtype == torch.bool)):
+            value = None  # integer steps (sizes, indices) say nothing about a mistake here
+        steps.append(Step(index, int(item.get("line", 0)), str(item.get("code", "")), str(item.get("op", "")).strip("_"),
+                          tuple(item.get("shape", ())), value, list(item.get("from", [])), str(item.get("file", ""))))
+    if names is not None:
+        _name_steps(steps, names)
+    return steps
+
+
+def _name_steps(steps, names):
+    """Each reference step's name: the variable its line assigns (the line's last step), or
+    `variable.op` for a step inside a longer line, in the assignment's words where it has some."""
+    last_of_line = {}
+    for step in steps:
+        last_of_line[(step.file, step.line)] = step.index
+    for step in steps:
+        variable = assigned(step.code)
+        last = last_of_line[(step.file, step.line)] == step.index
+        region = step.file.rpartition(":")[2]  # "<solutions>:ex2_answer": names for one region first
+        step.name = (names.get(f"{region}:{variable}.{step.op}") or names.get(f"{variable}.{step.op}")
+                     or (names.get(f"{region}:{variable}") or names.get(variable) if last else "")
+                     or (f"`{variable}`" if last and variable else ""))
+
+
+def assigned(code):
+    """The name a line of code assigns (or changes in place, or returns: "output"), or ""."""
+    try:
+        node = ast.parse(code.strip()).body[0]
+    except (SyntaxError, IndexError, ValueError):
+        return ""
+    if isinstance(node, ast.Return):
+        return "output"
+    target = None
+    if isinstance(node, ast.Assign):
+        target = node.targets[0]
+    elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+        target = node.target
+    elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Attribute):
+        target = node.value.func.value if node.value.func.attr.endswith("_") else None
+    while isinstance(target, (ast.Tuple, ast.List)) and target.elts:
+        target = target.elts[0]
+    if isinstance(target, ast.Subscript):
+        target = target.value
+    if isinstance(target, ast.Name):
+        return target.id
+    if isinstance(target, ast.Attribute):
+        return target.attr
+    return ""
+
+
+# -- matching values ----------------------------------------------------------------------------
+def _close(a, b):
+    if a.shape != b.shape or (a.dtype == torch.bool) != (b.dtype == torch.bool):
+        return False
+    return torch.allclose(a.double(), b.double(), rtol=RTOL, atol=ATOL, equal_nan=True)
+
+
+def laid_out(value, shape):
+    """`value` as the student's layout `shape`: itself when the shapes agree, else each
+    permutation of its dimensions that gives `shape` (heads kept in another order)."""
+    shape = tuple(shape)
+    if tuple(value.shape) == shape:
+        return [value]
+    if value.dim() != len(shape) or value.dim() > 5:
+        return []
+    return [value.permute(order) for order in itertools.permutations(range(value.dim()))
+            if tuple(value.shape[i] for i in order) == shape]
+
+
+def alike(student_value, reference_value):
+    """Equal values, in the same layout, or (when the shapes differ) with the dimensions in
+    another order or split and joined another way (heads side by side or apart). Masks (booleans)
+    only in the same shape, and only with masks."""
+    a, b = student_value, reference_value
+    if (a.dtype == torch.bool) != (b.dtype == torch.bool):
+        return False
+    if a.dtype == torch.bool:
+        return a.shape == b.shape and bool((a == b).all())
+    if a.numel() != b.numel():
+        return False
+    if a.shape == b.shape:
+        return _close(a, b)
+    # A different shape: the same numbers, arranged otherwise? Sorted values first (cheap).
+    if not _close(a.reshape(-1).sort().values, b.reshape(-1).sort().values):
+        return False
+    if any(_close(a, option) for option in laid_out(b, a.shape)):
+        return True
+    squeezed = [n for n in a.shape if n != 1]
+    return any(_close(a.reshape(-1), b.permute(order).reshape(-1))
+               for order in itertools.permutations(range(b.dim())) if b.dim() <= 5
+               and _regroups(tuple(b.shape[i] for i in order), squeezed))
+
+
+def _regroups(shape, target):
+    """Whether `target` is `shape` with neighbouring sizes joined or split (a reshape that
+    keeps the order of the numbers): the cumulative products of both meet at the end."""
+    def marks(sizes):
+        total, out = 1, set()
+        for n in sizes:
+            total *= n
+            out.add(total)
+        return out
+    a, b = marks([n for n in shape if n != 1]), marks(target)
+    return (a <= b or b <= a) and max(a | {1}) == max(b | {1})
+
+
+# Steps that only rearrange, copy or pass on their input's numbers. Their values match the
+# step they come from in another layout, so they match only in the same shape, and a match
+# of theirs says nothing about whether the step before them is right.
+LAYOUT = {"transpose", "permute", "view", "reshape", "contiguous", "unsqueeze", "squeeze", "flatten",
+          "unflatten", "T", "mT", "t", "expand", "expand_as", "clone", "to", "float", "double", "detach",
+          "dropout", "split", "chunk", "unbind", "movedim", "swapaxes", "swapdims", "view_as", "reshape_as",
+          "getitem", "narrow", "select", "type", "cpu", "cuda", "identity", "linear_identity",
+          "cat", "concat", "concatenate", "stack", "hstack", "vstack"}
+
+
+def match(student_steps, reference_steps):
+    """{student step index: [reference step indices with the same values]} (float steps)."""
+    found = {}
+    for step in student_steps:
+        if step.value is None:
+            continue
+        exact = step.op in LAYOUT
+        found[step.index] = [ref.index for ref in reference_steps if ref.value is not None and (
+            _close(step.value, ref.value) if exact else alike(step.value, ref.value))]
+    return found
+
+
+def _downstream(steps):
+    """{step: every later step that uses its value, directly or not}."""
+    users = {step.index: set() for step in steps}
+    for step in steps:
+        for source in step.came_from:
+            if source in users:
+                users[source].add(step.index)
+    below = {}
+    for step in reversed(steps):
+        found = set(users[step.index])
+        for user in users[step.index]:
+            found |= below.get(user, set())
+        below[step.index] = found
+    return below
+
+
+def _same_kind(ref, step):
+    """Both have values, and both are masks (booleans) or both are numbers."""
+    return (ref.value is not None and step.value is not None
+            and (ref.value.dtype == torch.bool) == (step.value.dtype == torch.bool))
+
+
+def _mask(step):
+    return step.value is not None and step.value.dtype == torch.bool
+
+
+def _nearest_matched(steps, index, matches):
+    """The closest steps before `index`, along what it is made from, whose values are right."""
+    found, seen, todo = set(), set(), list(steps[index].came_from)
+    while todo:
+        source = todo.pop()
+        if source in seen or not 0 <= source < len(steps):
+            continue
+        seen.add(source)
+        if matches.get(source):
+            found.add(source)
+        else:
+            todo.extend(steps[source].came_from)
+    return found
+
+
+def _upstream(steps, index):
+    found, todo = set(), [index]
+    by_index = {step.index: step for step in steps}
+    while todo:
+        for source in by_index[todo.pop()].came_from:
+            if source not in found and source in by_index:
+                found.add(source)
+                todo.append(source)
+    return found
+
+
+def candidates(student_steps, reference_steps, matches, output):
+    """The steps that may hold the mistake, in the order they ran, each with the reference
+    values to try in its place: a float step whose value the reference never makes (or only
+    makes where another of the student's steps already made it), none of whose later steps
+    matches either, and that the output comes from."""
+    below = _downstream(student_steps)
+    matched_refs = {}
+    for index, refs in matches.items():
+        for ref in refs:
+            matched_refs.setdefault(ref, index)
+    made_output = next((step.index for step in reversed(student_steps)
+                        if step.value is not None and output is not None and _close(step.value, output)), None)
+    feeding = None if made_output is None else _upstream(student_steps, made_output) | {made_output}
+    found = []
+    for step in student_steps:
+        if step.value is None or (feeding is not None and step.index not in feeding):
+            continue
+        if not step.came_from and not _mask(step):
+            continue  # a constant (torch.zeros(...)): replacing it by the answer proves nothing
+        own = matches.get(step.index, [])
+        duplicate = own and all(matched_refs.get(ref) != step.index for ref in own)
+        if own and not duplicate:
+            continue
+        if any(matches.get(later) for later in below[step.index] if student_steps[later].op not in LAYOUT):
+            continue  # its values are used by a step that is right: another way to the same result
+        targets = [ref for ref in reference_steps if _same_kind(ref, step) and ref.index not in matched_refs
+                   and laid_out(ref.value, step.shape)]
+        if duplicate:
+            targets = [ref for ref in reference_steps if _same_kind(ref, step) and ref.index not in own
+                       and laid_out(ref.value, step.shape)] or targets
+        same = [ref for source in _nearest_matched(student_steps, step.index, matches) for ref in matches[source]
+                if _same_kind(reference_steps[ref], step) and reference_steps[ref].value.shape == step.value.shape]
+        if same and not targets:  # it changes values that were right already: should it leave them be?
+            targets = [reference_steps[ref] for ref in dict.fromkeys(same)]
+        if step.op in LAYOUT:  # a rearrangement gone wrong: it should hold a value already right, rearranged
+            known = {ref for source in _nearest_matched(student_steps, step.index, matches)
+                     for ref in matches.get(source, [])}
+            start = min(known, default=-1)
+            targets = [ref for ref in reference_steps if _same_kind(ref, step) and ref.index >= start
+                       and laid_out(ref.value, step.shape)] + [ref for ref in targets if ref.index < start]
+            targets.sort(key=lambda ref: tuple(ref.value.shape) != tuple(step.shape))  # the same shape first
+        if not targets:
+            continue
+        if step.op not in LAYOUT:
+            rank = step.index / max(len(student_steps), 1)
+            targets.sort(key=lambda ref: abs(ref.index / max(len(reference_steps), 1) - rank))
+        found.append((step, targets[:TARGETS_PER_STEP]))
+        if len(found) >= MAX_CANDIDATES:
+            break
+    return found
+
+
+# -- trying them ----------------------------------------------------------------------------
+MAX_MISTAKES = 3  # places found one after another before localisation stops
+MAX_TRIES = 24  # what-if runs in one round
+
+
+def localise(student, target, inputs, reference_output, reference_steps, seed=0):
+    """A Finding for the student's `target` (a module handle or a function's name) on `inputs`,
+    given the reference's output and steps on the same inputs; None when the student's output
+    is right (the mistake is not in these values) or its code could not be traced.
+
+    Each round tries the reference's values in the place of each step where the values may go
+    wrong (`candidates`, in the order the code ran them), in one request. The first place whose
+    replacement makes the output right, or else makes more of the later steps right, is a
+    mistake: its value stays replaced and the run, traced again, is searched for the next one.
+    It ends when the output is right (`repaired`: every mistake found), or when no place helps
+    (the Finding then holds the places found so far, and `stopped` where the values go wrong
+    for a reason the grader cannot tell)."""
+    try:
+        traced = student.trace(target, inputs, seed=seed)
+    except StudentError as error:
+        return Finding(error=str(error))  # the cell's checks say this error in their own words
+    output = traced.get("output")
+    if not isinstance(output, torch.Tensor) or not isinstance(reference_output, torch.Tensor):
+        return None
+    if _close(output, reference_output):
+        return None
+    finding, replace, places = Finding(reference_steps=reference_steps), {}, []
+    finding.inputs = [item for item in inputs if isinstance(item, torch.Tensor) and item.is_floating_point()]
+    steps = steps_of(traced.get("steps", []))
+    finding.student_steps = steps
+    for _ in range(MAX_MISTAKES):
+        matches = match(steps, reference_steps)
+        for index, ref in replace.items():
+            matches[index] = [ref.index]
+        options = [option for option in candidates(steps, reference_steps, matches, output)
+                   if option[0].index not in replace]
+        if not options:
+            break
+        if finding.first is None:
+            finding.first = options[0][0]
+            finding.matched = _matched_before(steps, matches, reference_steps, finding.first)
+        tries = [(step, ref, value) for step, refs in options for ref in refs
+                 for value in laid_out(ref.value, step.shape)[:2]][:MAX_TRIES]
+        answers = _trials(student, target, inputs,
+                          [{**{i: _value(r, steps[i]) for i, r in replace.items()}, step.index: value}
+                           for step, _, value in tries], seed, steps=True)
+        chosen = None
+        for (step, ref, _), answer in zip(tries, answers):
+            made = answer.get("steps") if isinstance(answer, dict) else None
+            if not isinstance(made, list) or not isinstance(answer.get("output"), torch.Tensor):
+                continue
+            made = steps_of(made)
+            repaired = _distance(answer["output"], reference_output) == 0.0
+            lines_up = len(made) == len(steps)  # the same path through the code: its steps line up
+            progress = float("inf") if repaired else (  # later steps it makes right
+                _right(made, reference_steps, {**replace, step.index: ref}, after=step.index) if lines_up else 0)
+            if progress <= 0 or not _credible(step, steps, matches, replace):
+                continue
+            if chosen is None or (step.index, -progress) < (chosen[0].index, -chosen[3]):
+                chosen = (step, ref, answer, progress, made)
+        if chosen is None:
+            after = set().union(*(_downstream(steps)[i] for i in replace)) if replace else None
+            finding.stopped = next((step for step, _ in options if (after is None or step.index in after)
+                                    and _credible(step, steps, matches, replace)), options[0][0])
+            break
+        step, ref, answer, progress, made = chosen
+        replace[step.index] = ref
+        places.append((step, ref))
+        finding.places = tuple(places)
+        if progress == float("inf"):
+            finding.repaired = True
+            return finding
+        steps, output = made, answer["output"]
+        finding.student_steps = steps
+    return finding
+
+
+def _credible(step, steps, matches, replace):
+    """Whether a step can be where a mistake is: the values its line is computed from are right
+    (or were replaced by right ones), so what goes wrong goes wrong on that line. The line counts
+    as a whole (`a @ b.T` is two steps), and steps without a float value (a boolean mask, the
+    parts of a split) pass on what they are made from. A step computed from values already wrong
+    in an earlier line is a consequence, whatever its own replacement repairs (replacing the
+    output would repair any code)."""
+    seen, todo = set(), list(step.came_from)
+    while todo:
+        source = todo.pop()
+        if source in seen or not 0 <= source < len(steps):
+            continue
+        seen.add(source)
+        before = steps[source]
+        if source in replace or (before.value is not None and matches.get(source)):
+            continue
+        if before.value is None or _mask(before) or before.line == step.line or before.op in LAYOUT:
+            todo.extend(before.came_from)  # look through it, to what it is made from
+            continue
+        if not before.came_from:
+            continue  # a constant the code made (torch.tensor(-1e5), torch.ones(n, n)): nothing before it is wrong
+        return False
+    return True
+
+
+def _right(steps, reference_steps, replace, after=None):
+    """How many of the steps that compute (not LAYOUT) have right values, replaced ones aside;
+    with `after`, only among the steps that use its value."""
+    matches = match(steps, reference_steps)
+    users = _downstream(steps).get(after, set()) if after is not None else None
+    return sum(1 for step in steps if step.op not in LAYOUT and step.index not in replace and matches.get(step.index)
+               and (users is None or step.index in users))
+
+
+def _value(ref, step):
+    return laid_out(ref.value, step.shape)[0]
+
+
+def _distance(output, expected):
+    """0.0 when `output` is right; else how far it is (inf when it cannot be compared)."""
+    if not isinstance(output, torch.Tensor) or output.shape != expected.shape:
+        return float("inf")
+    if _close(output, expected):
+        return 0.0
+    return (output.double() - expected.double()).abs().nan_to_num(1e9, 1e9, 1e9).sum().item() or 1e-12
+
+
+def _trials(student, target, inputs, trials, seed, steps=False):
+    if not trials:
+        return []
+    try:
+        answers = student.trace(target, inputs, trials=trials, seed=seed, steps=steps).get("trials", [])
+    except StudentError:
+        return [None] * len(trials)
+    answers = [answer if isinstance(answer, dict) else None for answer in answers]
+    return answers + [None] * (len(trials) - len(answers))
+
+
+def _matched_before(steps, matches, reference_steps, step):
+    """The names of the reference steps the student's values match before `step`, among the
+    steps it is made from, in order, each once."""
+    names = []
+    for index in sorted(_upstream(steps, step.index)):
+        for ref in matches.get(index, []):
+            name = reference_steps[ref].name
+            if name and name not in names:
+                names.append(name)
+                break
+    return names
+
+
+# -- saying it ----------------------------------------------------------------------------
+def difference(got, expected):
+    """How `got` differs from `expected`, in a few words ("" when nothing simple is true)."""
+    if got is None or expected is None or got.shape != expected.shape:
+        return ""
+    got, expected = got.double(), expected.double()
+    rows_of_one = expected.dim() >= 2 and torch.allclose(expected.nan_to_num(0).sum(-1), torch.ones(()).double(), atol=1e-4)
+    if rows_of_one and got.dim() >= 2:
+        for dim in range(got.dim() - 1):  # a softmax (or a division by sums) over another dimension
+            sums = got.sum(dim)
+            known = torch.isfinite(sums)
+            if known.any() and torch.allclose(sums[known], torch.ones(()).double(), atol=1e-4):
+                return (f"it sums to 1 over dimension {dim} (of {got.dim()}) instead of over the last one,"
+                        " so its rows do not sum to 1: normalise over dim=-1 (softmax without dim= may pick"
+                        " another dimension)")
+    if torch.isnan(got).any() and not torch.isnan(expected).any():
+        return "it has NaN values where none are expected"
+    finite = torch.isfinite(got) & torch.isfinite(expected) & (expected.abs() > 1e-6)
+    if finite.sum() > 1:
+        ratio = got[finite] / expected[finite]
+        if (ratio.std().item() < 1e-3 * max(ratio.abs().mean().item(), 1e-6) and abs(ratio.mean().item() - 1) > 1e-3
+                and abs(ratio.mean().item()) > 1e-3):  # all zeros is no scale: nothing to say about it
+            return f"its values are {ratio.mean().item():.3g} times the expected ones"
+    if got.dim() >= 2 and got.shape[-1] == got.shape[-2] and _close(got, expected.transpose(-2, -1)):
+        return "its values are the expected ones transposed"
+    offset = (got - expected)[torch.isfinite(got) & torch.isfinite(expected)]
+    if offset.numel() > 1 and offset.std().item() < 1e-4 and abs(offset.mean().item()) > 1e-3:
+        shift = offset.mean().item()
+        return f"its values are the expected ones {'+' if shift > 0 else '-'} {_number(abs(shift))}"
+    if got.dim() >= 2 and got.shape[-1] == got.shape[-2] and got.shape[-1] > 1:
+        wrong = ~torch.isclose(got.nan_to_num(0, 1e30, -1e30), expected.nan_to_num(0, 1e30, -1e30), rtol=RTOL, atol=ATOL)
+        n = got.shape[-1]
+        for part, words in ((torch.eye(n, dtype=torch.bool), "on the diagonal (each token with itself)"),
+                            (torch.ones(n, n, dtype=torch.bool).triu(1), "above the diagonal (the future)"),
+                            (torch.ones(n, n, dtype=torch.bool).tril(-1), "below the diagonal (the past)")):
+            if wrong.any() and not (wrong & ~part).any():
+                return f"it differs from them only {words}"
+    if torch.isinf(expected).any() and not torch.isinf(got).any():
+        return "it has no -inf where the expected values are hidden with -inf"
+    if rows_of_one:
+        sums = got.nan_to_num(0).sum(-1)
+        if not torch.allclose(sums, torch.ones(()).double(), atol=1e-4):
+            low, high = sums.min().item(), sums.max().item()
+            return (f"its rows sum to {low:.3g}, where each should sum to 1" if abs(high - low) < 1e-3 else
+                    f"its rows sum to {low:.3g} to {high:.3g}, where each should sum to 1")
+    if expected.dim() >= 2 and got.shape[-1] == got.shape[-2]:
+        upper = torch.ones(got.shape[-2:], dtype=torch.bool).triu(1)
+        hidden = (expected[..., upper].nan_to_num(0).abs() < 1e-9).all() | torch.isinf(expected[..., upper]).all()
+        if hidden and not ((got[..., upper].nan_to_num(0).abs() < 1e-9).all() | torch.isinf(got[..., upper]).all()):
+            return "it is not hidden above the diagonal (the future)"
+    return ""
+
+
+def quoted(step):
+    return f"line {step.line}, `{short(step.code, 100)}`" if step.code else f"line {step.line}"
+
+
+def specific(finding):
+    """Whether every place found says how its values differ (a factor, a transpose, rows that do
+    not sum to 1...), not only that they differ."""
+    return bool(finding and finding.places) and all(
+        _scaling(step, ref, finding.reference_steps, finding.inputs)
+        or difference(step.value, laid_out(ref.value, step.shape)[0] if laid_out(ref.value, step.shape) else None)
+        for step, ref in finding.places)
+
+
+def _should(step, ref, reference_steps=(), inputs=()):
+    what = ref.name or "the expected values"
+    expected = laid_out(ref.value, step.shape)
+    diff = _scaling(step, ref, reference_steps, inputs) or difference(step.value, expected[0] if expected else None)
+    return f"should give {what}{f', but {diff}' if diff else ', but its values differ'}"
+
+
+def _scaling(step, ref, reference_steps, inputs=()):
+    """For a reference step that divides (or multiplies) a value by a constant, and a student's
+    step that is a constant times it: what the student's line divides by, and what it should."""
+    if ref.op not in ("div", "truediv", "mul", "rdiv") or step.value is None:
+        return ""
+    sources = [reference_steps[i].value for i in reversed(ref.came_from)
+               if i < len(reference_steps) and reference_steps[i].value is not None]
+    sources += list(inputs)  # a function's own inputs (the scores it was given) are no step
+    source = next((value for value in sources if value.shape == ref.value.shape), None)
+    expected = laid_out(ref.value, step.shape)
+    if source is None or not expected:
+        return ""
+    divisor = _constant(source, ref.value)
+    ratio = _constant(step.value, expected[0])
+    if divisor is None or ratio is None or abs(ratio - 1) < 1e-3 or abs(ratio) < 1e-3:
+        return ""
+    theirs = divisor / ratio
+    does = f"multiplies by {_number(1 / theirs)}" if abs(theirs) < 1 else f"divides by {_number(theirs)}"
+    return f"it {does}, where it should divide by {_number(divisor, root=True)}"
+
+
+def _constant(a, b):
+    """c when a == c * b everywhere both are finite and b is not zero, else None."""
+    if a.shape != b.shape:
+        return None
+    a, b = a.double(), b.double()
+    finite = torch.isfinite(a) & torch.isfinite(b) & (b.abs() > 1e-6)
+    if finite.sum() < 2:
+        return None
+    ratio = a[finite] / b[finite]
+    mean = ratio.mean().item()
+    return mean if ratio.std().item() <= 1e-3 * max(abs(mean), 1e-6) else None
+
+
+def _number(x, root=False):
+    """2, 2.83 (the square root of 8), 0.5; with `root`, 2 (the square root of 4) too."""
+    square = round(x * x)
+    if root and square > 1 and abs(x - square ** 0.5) < 1e-4 * max(x, 1) and abs(x - round(x)) < 1e-4:
+        return f"{round(x)} (the square root of {square})"
+    if abs(x - round(x)) < 1e-4:
+        return f"{round(x)}"
+    if square > 1 and abs(x - square ** 0.5) < 1e-4 * max(x, 1):
+        return f"{x:.3g} (the square root of {square})"
+    return f"{x:.3g}"
+
+
+def unused(finding):
+    """' Line K, `...`, computes <name> right, but no later line uses it.' for a step whose value
+    is right, that the reference needs for its output, and that nothing in the student's code
+    uses (a result thrown away: `scores.masked_fill(...)` without assigning it)."""
+    steps, refs = finding.student_steps, finding.reference_steps
+    if not steps or not refs:
+        return ""
+    matches = match(steps, refs)
+    below = _downstream(steps)
+    needed = _upstream(refs, len(refs) - 1) | {len(refs) - 1}
+    for step in steps:
+        if step.index == len(steps) - 1 or below[step.index] or step.op in LAYOUT or step.line == steps[-1].line:
+            continue
+        named = [refs[i] for i in matches.get(step.index, []) if i in needed and refs[i].name
+                 and refs[i].op not in LAYOUT and not any(other.index != step.index and i in matches.get(other.index, [])
+                                                          for other in steps)]
+        if named:
+            return (f" Note that {quoted(step)} computes {named[0].name} right, but no later line uses that value"
+                    " (was its result meant to be assigned, or used in the next line?).")
+    return ""
+
+
+def _rearranged(step, steps, matches, reference_steps):
+    """' The queries and the keys are right before line 22 and 23 rearrange them: ...' when
+    the step is computed from right values only through other lines that rearrange them
+    (reshape, transpose, split, join): then those lines are where to look."""
+    lines, names, todo, seen = set(), [], list(step.came_from), set()
+    while todo:
+        index = todo.pop()
+        if index in seen or not 0 <= index < len(steps):
+            continue
+        seen.add(index)
+        if matches.get(index):
+            name = reference_steps[matches[index][0]].name
+            if lines and name and name not in names:
+                names.append(name)
+            continue
+        if steps[index].op in LAYOUT or steps[index].value is None or steps[index].line == step.line:
+            if steps[index].line != step.line:
+                lines.add(steps[index].line)
+            todo.extend(steps[index].came_from)
+    if not lines:
+        return ""
+    numbers = [str(line) for line in sorted(lines)]
+    where = f"line {numbers[0]}" if len(numbers) == 1 else f"lines {', '.join(numbers[:-1])} and {numbers[-1]}"
+    what = _and(names) if names else "your values"
+    plural = len(names) != 1 or names[0].endswith("s")
+    return (f" {what[0].upper() + what[1:]} {'are' if plural else 'is'} right before {where}"
+            f" rearrange{'s' if len(numbers) == 1 else ''} {'them' if plural else 'it'} (reshape, transpose, split"
+            " or join): look at how those lines order the dimensions.")
+
+
+def _and(items):
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def _uses(step, steps):
+    """What else to look at: the line that made a mask (an input that is not a float) the
+    step uses, or the mask itself when it was made before the code ran (a buffer)."""
+    by_index = {s.index: s for s in steps}
+    others = [by_index[i] for i in step.came_from if i in by_index and (by_index[i].value is None or _mask(by_index[i]))
+              and by_index[i].line != step.line]
+    if others:
+        return f" It uses what {quoted(others[-1])} makes: check that line too."
+    if not step.came_from and step.op in LAYOUT:
+        return (" That line only takes part of a tensor made before it ran (a buffer or a parameter made in"
+                " __init__), so the mistake is in how that tensor is made.")
+    if step.op in ("masked_fill", "where", "masked_fill_"):
+        return " It fills by a mask: check that mask too (which positions it marks, and how it was made)."
+    return ""
+
+
+def message(finding, where="your code"):
+    """What the student reads: where the values go wrong, and what they should be there; ""
+    when no place was found (the cell's own checks then speak)."""
+    said = _message(finding, where)
+    return said + finding.also if said else ""
+
+
+def _message(finding, where):
+    if finding is None:
+        return ""
+    if not finding.places:
+        thrown_away = unused(finding)
+        return f"In {where}, the values go wrong, and the grader cannot tell where.{thrown_away}" if thrown_away else ""
+    matched = (f"Up to there your values match the expected ones ({', '.join(finding.matched[:MAX_NAMES])}). "
+               if finding.matched else "")
+    matches = match(finding.student_steps, finding.reference_steps)
+    said = [f"{quoted(step)}: it {_should(step, ref, finding.reference_steps, finding.inputs)}" for step, ref in finding.places]
+    notes = [_rearranged(step, finding.student_steps, matches, finding.reference_steps) for step, _ in finding.places]
+    if len(said) == 1 and finding.repaired:
+        step = finding.places[0][0]
+        there = "" if notes[0] else ", so the mistake is there"
+        return (f"In {where}, the values first go wrong at {said[0]}. {matched}With the expected values on that"
+                f" line, the rest of your code gives the right output{there}.{notes[0]}"
+                f"{_uses(step, finding.student_steps)}{unused(finding)}")
+    if finding.repaired:
+        listed_places = "; ".join(f"({n}) {text}" for n, text in enumerate(said, 1))
+        notes = "".join(dict.fromkeys(notes))  # each said once
+        return (f"In {where}, {len(said)} lines give values that differ from the expected ones: {listed_places}."
+                f" {matched}With the expected values on those lines, the rest of your code gives the right output."
+                f"{notes}{unused(finding)}")
+    text = f"In {where}, the values first go wrong at {said[0]}. {matched}"
+    for more in said[1:]:
+        text += f"With the expected values there, they go wrong again at {more}. "
+    if finding.stopped is not None:
+        text += (f"After that, from {quoted(finding.stopped)} on, your values match none of the expected ones in a"
+                 " way the grader cannot name: compare those lines with the exercise text.")
+    return (text.rstrip() + unused(finding))
+
+
+def where(finding):
+    """' (your line N: `code`)' for a finding with one repaired place; '' otherwise."""
+    if finding is None or len(finding.places) != 1 or not finding.repaired:
+        return ""
+    step = finding.places[0][0]
+    return f" The values first go wrong at your {quoted(step)}."
