@@ -119,6 +119,8 @@ def _print_validation_problems(report):
         console.print(f"Diagnoses: {named} of {len(report.diagnoses)} mistakes ({report.named:.0%}) named with"
                       f" nothing misleading (floor {report.diagnoses_min:.0%}); of the {len(public)} from public"
                       f" code, {sum(not report.diagnoses[name] for name in public)}."
+                      + "".join(f" Held out from {label} (written before it): {done} of {total} ({done / total:.0%})."
+                                for label, (done, total) in sorted(report.held_out_named().items()))
                       + (" The others read:" if named < len(report.diagnoses) else ""))
         for name, found in report.diagnoses.items():
             for problem in found:

@@ -32,6 +32,9 @@ class CheckOutcome:
     # ("<check file>:<line>: NameError: ...", checks.plugin.crash_of); "" when it ran. The
     # student's message only says that it could not run. See `Result.check_crashes`.
     crash: str = ""
+    # It fails as a consequence of the mistake its cell's feedback names ("above") or of an exercise
+    # it builds on ("Exercise 3"): the feedback lists it under that cause, not as a failure of its own.
+    because: str = ""
 
 
 @dataclass
@@ -199,10 +202,11 @@ class Result:
 
 
 def _check_json(check):
-    """A CheckOutcome as JSON; `crash` only when the check broke (most never do)."""
+    """A CheckOutcome as JSON; `crash` and `because` only when set (most checks have neither)."""
     data = vars(check).copy()
-    if not data["crash"]:
-        del data["crash"]
+    for key in ("crash", "because"):
+        if not data[key]:
+            del data[key]
     return data
 
 
@@ -225,21 +229,42 @@ def broken_checks(results, shown=8):
     return lines
 
 
+def consequence_words(because):
+    """How a consequence is said: "fails because of the mistake above" (or "of Exercise 3")."""
+    return "fails because of the mistake above" if because == "above" else f"fails because of {because} (see above)"
+
+
 def grouped_checks(checks):
-    """Checks that share a description (one check run on several cases) as one entry each, in
-    order: {"description", "cases", "failed", "message", "note"}, the message of the first failing
-    case; "note" when no case carries points (a diagnosis: it explains, it does not grade).
-    Feedback shows one line per entry: the same words once per case would help no one."""
+    """Checks that share a description (one check run on several cases) as one entry each:
+    {"description", "cases", "failed", "message", "note", "because"}, the message of the first
+    failing case; "note" when no case carries points (a diagnosis: it explains, it does not grade);
+    "because" when every failing case fails as a consequence of a named cause (CheckOutcome.because).
+    Consequences come right after the entries that say their cause, so the feedback shows them
+    under it. Feedback shows one line per entry: the same words once per case would help no one."""
     groups = {}
     for check in checks:
         group = groups.setdefault(check.description, {"description": check.description, "cases": 0,
-                                                      "failed": 0, "message": "", "note": True})
+                                                      "failed": 0, "message": "", "note": True, "because": None})
         group["note"] = group["note"] and not check.weight
         group["cases"] += 1
         if not check.passed:
             group["failed"] += 1
             group["message"] = group["message"] or check.message
-    return list(groups.values())
+            because = getattr(check, "because", "")
+            group["because"] = because if group["because"] in (None, because) and because else ""
+    listed = list(groups.values())
+    for group in listed:
+        group["because"] = (group["because"] or "") if not group["message"] else ""
+        group["because_text"] = consequence_words(group["because"]) if group["because"] else ""
+    causes = [group for group in listed if group["failed"] and group["message"]]
+    if not causes:  # the cause is not among these (not shown yet): no "because" to point to
+        for group in listed:
+            group["because"] = group["because_text"] = ""
+        return listed
+    following = [group for group in listed if group["because"]]
+    rest = [group for group in listed if not group["because"]]
+    last_cause = max(rest.index(group) for group in causes)
+    return rest[:last_cause + 1] + following + rest[last_cause + 1:]
 
 
 # -- results/<student>.json -----------------------------------------------------------------

@@ -187,6 +187,7 @@ def test_a_weakened_check_is_reported(tmp_path, monkeypatch, capsys):
     ({"second": "ex3 without a colon"}, "`second` is"),
     ({"second": "ex9: wrong cell"}, "`second` is"),
     ({"source": 3}, "`source` is a string"),
+    ({"held_out": True}, "`held_out` is a string"),
 ])
 def test_malformed_corpus_entries_are_named(change, problem):
     from autograder.authoring.corpus import CorpusError, _entry
@@ -278,3 +279,19 @@ def test_a_second_mistake_in_a_cell_built_on_the_first_waits_for_it():
     assert diagnose(entry, _result(cells), {}) != []  # without the link, Exercise 5's mistake goes unnamed
     assert "fix Exercise 4 and Exercise 5 first" in upstream_message(["ex4", "ex5"])
     assert diagnose(entry, None) == ["was not graded"]
+
+
+def test_held_out_entries_are_counted_on_their_own():
+    from autograder.authoring.validate import Validation
+
+    report = Validation(ASSIGNMENT, 0, {}, {}, {}, 1.0,
+                        diagnoses={"a": [], "b": ["ex3: no message says /x/"], "c": [], "d": []},
+                        held_out={"a": "value-localisation", "b": "value-localisation", "c": "older"})
+    assert report.held_out_named() == {"value-localisation": (1, 2), "older": (1, 1)}
+    assert report.named == 0.75  # the figure over every mistake is unchanged
+
+
+def test_the_bundled_corpora_hold_answers_held_out_from_value_localisation():
+    for assignment in ASSIGNMENTS:
+        held = [entry for entry in ENTRIES[assignment] if entry.held_out == "value-localisation"]
+        assert len(held) >= 15 and all(entry.source and entry.outcome == "mistake" for entry in held), assignment

@@ -18,7 +18,8 @@ def sample(student="ada", status="graded"):
     checks = [CheckOutcome("test_rows[0]", "rows sum to 1", True, 0.5),
               CheckOutcome("test_rows[1]", "rows sum to 1", False, 1.0, "Softmax ran over the wrong dimension."),
               CheckOutcome("test_mask", "masks the future", False, 1.0, "This check could not run (NameError).",
-                           crash=CRASH)]
+                           crash=CRASH),
+              CheckOutcome("test_leak", "no future leak", False, 1.0, because="above")]
     cells = [CellScore("ex1", 2.0, 2.0, "all good"), CellScore("ex3", 1.5, 5.0, "see below", checks)]
     return make_result(student, cells, status, score=3.0, output=f"{student}: 3 / 7 points",
                        notes=["the read-only cell check-01 was edited (restored)"],
@@ -59,7 +60,8 @@ def test_a_broken_check_is_kept_for_the_ta_and_only_where_one_broke():
     result = sample()
     assert result.check_crashes() == [("ex3", "test_mask", CRASH)]
     checks = [check for test in result.to_json()["tests"] for check in test["extra_data"]["checks"]]
-    assert [check.get("crash") for check in checks] == [None, None, CRASH]  # no empty field on every check
+    assert [check.get("crash") for check in checks] == [None, None, CRASH, None]  # no empty field on every check
+    assert [check.get("because") for check in checks] == [None, None, None, "above"]
     assert Result.from_json(result.to_json()).check_crashes() == result.check_crashes()
     assert make_result("ben", [("ex3", 5.0, 5.0)]).check_crashes() == []
 

@@ -103,3 +103,35 @@ def test_two_checks_naming_the_same_mistake_in_different_outputs_say_it_once():
     assert [c.message for c in cells["ex6"].checks] == [
         "The outputs are not right: each head needs sqrt(d_head).", "",
         "The weights are not right: the mask is inverted."]  # a second mistake keeps its words
+
+
+def test_checks_that_fail_because_of_a_named_mistake_are_marked_as_its_consequences():
+    from autograder.checks.rootcause import consequences, one_cause_per_cell
+    from autograder.record import grouped_checks
+
+    def failing(description, message="", **flags):
+        return SimpleNamespace(description=description, passed=False, message=message, weight=1.0, because="",
+                               **flags)
+
+    diagnosis = failing("Your answer, compared with the common mistakes", "Softmax over the keys: dim=-1.",
+                        diagnosis=True)
+    diagnosis.weight = 0.0
+    moves = failing("The mask moves with the model", "Create the mask as a buffer.")
+    dropout = failing("Dropout acts on the attention weights", "Dropout is in the wrong place.")
+    cells = {"ex3": CellResult("ex3", [check(True), moves, dropout, diagnosis]),
+             "ex5": CellResult("ex5", [failing("Wrapper shape", "Concatenate."), failing("Wrapper values")]),
+             "ex6": CellResult("ex6", [failing("Shape"), failing("Values")])}  # nothing named: nothing to follow
+    one_cause_per_cell(cells)
+    root_cause_once(cells, {"ex5": ["ex3"]})
+    consequences(cells)
+    assert [c.because for c in (moves, dropout)] == ["above", "above"] and diagnosis.because == ""
+    assert [c.because for c in cells["ex5"].checks] == ["", "Exercise 3"]
+    assert [c.because for c in cells["ex6"].checks] == ["", ""]
+    groups = grouped_checks(cells["ex3"].checks)
+    # the cause first, then what follows from it, then the rest in order
+    assert [g["description"] for g in groups] == ["d", "Your answer, compared with the common mistakes",
+                                                  "The mask moves with the model",
+                                                  "Dropout acts on the attention weights"]
+    assert [g["because_text"] for g in groups[2:]] == ["fails because of the mistake above"] * 2
+    # Shown without the cause (it is hidden until the due date), nothing points "above".
+    assert all(not g["because"] for g in grouped_checks([moves, dropout]))

@@ -19,7 +19,9 @@ for a second mistake in the same answer (that cell loses points too, and its
 feedback must name it); and `source`: where the code comes from, for answers
 taken from public code. Those measure the diagnoses on answers they were not
 written for: they must be caught like any other, and their naming is scored
-(`diagnose`) rather than required one by one.
+(`diagnose`) rather than required one by one. `held_out = "<label>"` marks entries
+added (and their regexes frozen) before the diagnosis code named by the label was
+written: validate reports their figure on its own, the honest one.
 
 `diagnose` is the stricter reading of what a student sees: every mistake must be
 named, and no message may point at correct code. In the exercise that holds a
@@ -42,7 +44,7 @@ from autograder.record import GRADED, grouped_checks
 SOLUTIONS, STUBS = "reference-solutions", "untouched-release"
 OUTCOMES = ("mistake", "alternative")
 FIELDS = {"name", "exercise", "outcome", "about", "diagnostic", "also", "edit", "code", "no_better_than",
-          "second", "source"}
+          "second", "source", "held_out"}
 # Messages that blame nothing: credit withheld until the code is also right on random inputs.
 # Messages that never point at code: the withheld-credit note, and the honest "this matches no
 # mistake we know, here is where it differs" (a miss if nothing names the mistake, not misleading).
@@ -67,6 +69,7 @@ class Entry:
     no_better_than: str = ""  # an entry whose total this one must not exceed
     second: tuple = ()  # (graded cell, regex) of a second mistake in the same answer
     source: str = ""  # where the code comes from (public code), if anywhere
+    held_out: str = ""  # the diagnosis code it was added before ("value-localisation"): its honest test
 
     def expected(self):
         """{graded cell: [regexes its feedback must match]} for a mistake."""
@@ -116,6 +119,8 @@ def _entry(raw, cells):
         problem = "a mistake needs the `diagnostic` its feedback must show"
     elif not isinstance(raw.get("source", ""), str):
         problem = "`source` is a string: where the code comes from"
+    elif not isinstance(raw.get("held_out", ""), str):
+        problem = "`held_out` is a string: the diagnosis code the entry was written before"
     elif "second" in raw and (not isinstance(raw["second"], str) or ":" not in raw["second"]
                               or raw["second"].split(":", 1)[0].strip() not in cells):
         problem = "`second` is \"<graded cell>: <regex>\" for a second mistake"
@@ -139,7 +144,7 @@ def _entry(raw, cells):
                  diagnostic=raw.get("diagnostic", ""), also=tuple(raw.get("also", ())),
                  edits=edits, code=dict(raw.get("code", {})), no_better_than=raw.get("no_better_than", ""),
                  second=tuple(part.strip() for part in raw["second"].split(":", 1)) if "second" in raw else (),
-                 source=raw.get("source", ""))
+                 source=raw.get("source", ""), held_out=raw.get("held_out", ""))
 
 
 def notebook(entry, release_nb, assignment):

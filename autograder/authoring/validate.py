@@ -59,6 +59,7 @@ class Validation:
     diagnoses: dict = field(default_factory=dict)  # mistake name -> [what its student reads that is wrong]
     diagnoses_min: float = DIAGNOSES_MIN
     from_public_code: set = field(default_factory=set)  # names of the entries with a `source`
+    held_out: dict = field(default_factory=dict)  # entry name -> the diagnosis code it was held out from
     error_model: object = None  # authoring/errorcheck.ErrorModelReport
     release_warm_up: str = ""  # what the sandbox did with the untouched release (see release_warm_up)
 
@@ -66,6 +67,16 @@ class Validation:
     def named(self):
         """The fraction of mistakes named with nothing misleading."""
         return sum(not found for found in self.diagnoses.values()) / len(self.diagnoses) if self.diagnoses else 1.0
+
+    def held_out_named(self):
+        """{label: (named with nothing misleading, mistakes)} of the entries held out from that
+        diagnosis code (corpus `held_out`)."""
+        figures = {}
+        for name, label in self.held_out.items():
+            if name in self.diagnoses:
+                named, total = figures.get(label, (0, 0))
+                figures[label] = (named + (not self.diagnoses[name]), total + 1)
+        return figures
 
     @property
     def clean(self):
@@ -313,4 +324,5 @@ def summarize(assignment, seed, cells, entries, results, seconds, builds_on=None
         if (cell, check) not in caught_by_some:
             reports[cell].idle_checks.append(check)
     return Validation(assignment, seed, reports, problems, results, seconds, diagnoses,
-                      from_public_code={entry.name for entry in entries if entry.source})
+                      from_public_code={entry.name for entry in entries if entry.source},
+                      held_out={entry.name: entry.held_out for entry in entries if entry.held_out})

@@ -41,6 +41,7 @@ class Step:
     came_from: list
     file: str = ""
     name: str = ""  # the reference's steps: what the step computes, in words
+    constant: bool = False  # made from no tensor at all (torch.zeros(...), torch.tensor(-1e5))
 
 
 @dataclass
@@ -70,7 +71,8 @@ def steps_of(raw, names=None):
         if not (isinstance(value, torch.Tensor) and (value.is_floating_point() or value.dtype == torch.bool)):
             value = None  # integer steps (sizes, indices) say nothing about a mistake here
         steps.append(Step(index, int(item.get("line", 0)), str(item.get("code", "")), str(item.get("op", "")).strip("_"),
-                          tuple(item.get("shape", ())), value, list(item.get("from", [])), str(item.get("file", ""))))
+                          tuple(item.get("shape", ())), value, list(item.get("from", [])), str(item.get("file", "")),
+                          constant=item.get("made_from_tensors") is False))
     if names is not None:
         _name_steps(steps, names)
     return steps
@@ -264,7 +266,7 @@ def candidates(student_steps, reference_steps, matches, output):
     for step in student_steps:
         if step.value is None or (feeding is not None and step.index not in feeding):
             continue
-        if not step.came_from and not _mask(step):
+        if step.constant and not _mask(step):
             continue  # a constant (torch.zeros(...)): replacing it by the answer proves nothing
         own = matches.get(step.index, [])
         duplicate = own and all(matched_refs.get(ref) != step.index for ref in own)
@@ -395,7 +397,7 @@ def _credible(step, steps, matches, replace):
         if before.value is None or _mask(before) or before.line == step.line or before.op in LAYOUT:
             todo.extend(before.came_from)  # look through it, to what it is made from
             continue
-        if not before.came_from:
+        if before.constant:
             continue  # a constant the code made (torch.tensor(-1e5), torch.ones(n, n)): nothing before it is wrong
         return False
     return True

@@ -32,6 +32,7 @@ class CheckResult:
     diagnosis: bool = False  # the error model's diagnosis of the cell (checklib.diagnosis)
     after: tuple = ()  # checks (by function name) whose failure explains this one's; see `quiet_consequences`
     crash: str = ""  # for the instructor, never the student: where and why it could not run (`crash_of`)
+    because: str = ""  # it fails as a consequence of a mistake the page names: "above", or "Exercise 3"
 
 
 def grade_id_of(item):

@@ -109,6 +109,26 @@ def _explains(speaking, crash):
     return bool({name.rsplit(".", 1)[-1] for name in names} & words)
 
 
+def consequences(cells):
+    """Mark, in place, the failing checks that say nothing because another check of their cell
+    names the cause (one_cause_per_cell, root_cause_once, plugin.quiet_consequences): their
+    `because` is "above" (a mistake named in the same cell) or the exercises it builds on ("Exercise
+    3"). The feedback lists them under the cause as failing because of it, not as failures of
+    the parts their titles name. A cell where no check speaks marks nothing: there is no named
+    cause for them to follow from."""
+    for cell in cells.values():
+        failing = [check for check in cell.checks if not check.passed]
+        said = [check.message for check in failing if check.message]
+        if not said:
+            continue
+        upstream = next((found for message in said if (found := UPSTREAM.search(message))), None)
+        because = upstream.group(0).removeprefix("fix ").removeprefix("Fix ").removesuffix(" first") if upstream else "above"
+        for check in failing:
+            if not check.message and not getattr(check, "diagnosis", False):
+                check.because = because
+    return cells
+
+
 def missing_because_crashed(cells, cell_errors):
     """Rewrite, in place: a check that found a notebook variable missing, in an exercise whose
     own notebook cell (named `<grade id>_...`) raised an error, says that error is why.

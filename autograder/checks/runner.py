@@ -207,6 +207,9 @@ def feedback_lines(result, points):
     for group in grouped_checks(result.checks):
         mark = "NOTE" if group["note"] else "FAIL" if group["failed"] else "PASS"
         cases = f" ({group['failed']} of {group['cases']} cases failed)" if group["failed"] and group["cases"] > 1 else ""
+        if group["because"]:
+            lines.append(f"  [ -> ] {group['description']}: {group['because_text']}")
+            continue
         lines.append(f"  [{mark}] {group['description']}{cases}")
         if group["message"]:
             lines.append(f"         {group['message']}")

@@ -16,7 +16,7 @@ import nbformat
 from autograder.course import Course
 from autograder.record import GRADED, INVALID, CellError, CellScore, CheckOutcome, Result, cell_in_words
 from autograder.grading.sandbox import NoSandbox
-from autograder.checks.rootcause import missing_because_crashed, one_cause_per_cell, root_cause_once
+from autograder.checks.rootcause import consequences, missing_because_crashed, one_cause_per_cell, root_cause_once
 from autograder.grading.selfcheck import PoisonedInterpreter
 from autograder.grading.notebook import (MAX_NOTEBOOK_BYTES, InvalidNotebook, Sanitized, grade_cells, read_notebook,
                                          sanitize, sha256)
@@ -172,6 +172,7 @@ class GradingWorker:
         missing_because_crashed(checks, cell_errors)
         one_cause_per_cell(checks)
         root_cause_once(checks, self.assignment.builds_on)
+        consequences(checks)
         if student.lost_kind == "died" and ending:
             notes.append(f"how your code's process ended: {ending}")
         if memory:
@@ -345,7 +346,8 @@ def build_result(spec, base, points, checks, notes, cell_errors, started):
     cells = [CellScore(name=grade_id, score=checks[grade_id].score(cell_points), max_score=cell_points,
                        output="\n".join(feedback_lines(checks[grade_id], cell_points)),
                        checks=[CheckOutcome(name=c.name, description=c.description, passed=c.passed,
-                                            weight=c.weight, message=c.message, crash=c.crash)
+                                            weight=c.weight, message=c.message, crash=c.crash,
+                                            because=getattr(c, "because", ""))
                                for c in checks[grade_id].checks])
              for grade_id, cell_points in points.items()]
     total = round(sum(cell.score for cell in cells), 2)

@@ -56,12 +56,23 @@ def _short(error):
 
 def _where(error):
     """' (your line N: code)': the last line of the student's own cells the error passed
-    through (IPython names cells <ipython-input-...>), or '' when it never reached them."""
+    through (IPython names cells <ipython-input-...>), and the line of theirs that called that
+    function (', called from your line M: code'); '' when it never reached their cells."""
     frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename.startswith("<ipython-input-")]
     if not frames or not (frames[-1].line or "").strip():
         return ""
-    code = frames[-1].line.strip()
-    return f" (your line {frames[-1].lineno}: {code if len(code) <= 120 else code[:117] + '...'})"
+    where = f" (your line {frames[-1].lineno}: {_code(frames[-1].line)}"
+    # The line that crashed may be right, and the slip in the call that got there (arguments in
+    # the wrong order): name the student's own line that called it too, when it is another function.
+    caller = next((f for f in reversed(frames[:-1]) if f.name != frames[-1].name and (f.line or "").strip()), None)
+    if caller is not None:
+        where += f", called from your line {caller.lineno}: {_code(caller.line)}"
+    return where + ")"
+
+
+def _code(line):
+    code = line.strip()
+    return code if len(code) <= 120 else code[:117] + "..."
 
 
 def _close_names(name, namespace):

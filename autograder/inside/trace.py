@@ -67,6 +67,7 @@ class Tracer(TorchFunctionMode):
         self._producer = {}  # id(tensor) -> index of the step that last made or changed it
         self._alive = []  # the tensors behind those ids, kept so that no id is reused meanwhile
         self._budget = MAX_VALUES
+        self._tensor_inputs = []
         self.replaced = set()
 
     def _line(self):
@@ -92,6 +93,7 @@ class Tracer(TorchFunctionMode):
         index = len(self.steps)
         inputs = [item for item in tree_flatten((args, kwargs))[0] if isinstance(item, torch.Tensor)]
         came_from = sorted({self._producer[id(item)] for item in inputs if id(item) in self._producer})
+        self._tensor_inputs = inputs  # none: a constant the code made (torch.zeros(...), torch.tensor(2.0))
         if not isinstance(out, torch.Tensor):  # split, chunk, unbind: one step without a value, for the flow
             for part in parts:
                 self._producer[id(part)] = index
@@ -123,7 +125,8 @@ class Tracer(TorchFunctionMode):
         code = linecache.getline(filename, line).strip()
         step = {"file": filename, "line": line, "code": code[:MAX_CODE],
                 "op": getattr(func, "__name__", type(func).__name__), "shape": list(out.shape),
-                "dtype": str(out.dtype).removeprefix("torch."), "from": came_from, "value": None}
+                "dtype": str(out.dtype).removeprefix("torch."), "from": came_from, "value": None,
+                "made_from_tensors": bool(self._tensor_inputs)}
         if self.keep_values and out.numel() <= min(MAX_VALUE, self._budget) and out.device.type != "meta":
             self._budget -= out.numel()
             value = out.detach()

@@ -1,0 +1,210 @@
+"""Localising mistakes by value (checks/localise.py, inside/trace.py) and what the student reads.
+
+The student's code here is the reference with edits, compiled as a notebook cell would be (its
+own file name, its lines in linecache), and answered in this process (NamespaceStudent): the
+same probes a sandbox answers. One test goes through a real sandbox.
+"""
+import linecache
+from pathlib import Path
+
+import pytest
+import torch
+
+from autograder.checks import errormodel, localise
+from autograder.checks.checklib import Locating, locate_function, locate_module
+from autograder.course import reference as reference_code
+from autograder.inside.student import NamespaceStudent
+from autograder.inside.trace import own_files, traced
+from autograder.wire import StudentError
+
+from helpers import COURSE
+
+SOLUTIONS = COURSE.root / "solutions" / "causal_attention.py"
+NAMES = errormodel.step_names(COURSE.root / "exercises" / "causal_attention")
+CAUSAL = locate_module("CausalAttention", (6, 4, 9), (3, 7, 6), longest=[(3, 9, 6)])
+
+
+def notebook(edits=(), replace=None, solutions=SOLUTIONS):
+    """The namespace of a notebook whose answers are the reference with `edits` (or the cells in
+    `replace`), each cell compiled under a file name of its own, as IPython does."""
+    regions = dict(reference_code.edited_regions(Path(solutions), list(edits)))
+    regions.update(replace or {})
+    namespace = {"__name__": "__main__"}
+    for number, (name, source) in enumerate(regions.items()):
+        if reference_code.is_script(name):
+            continue
+        filename = f"<ipython-input-{number}-test>"
+        source = reference_code.strip_solution_markers(source)
+        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+        exec(compile(source, filename, "exec"), namespace)
+    return namespace
+
+
+def found_in(namespace, locate=CAUSAL, solutions=SOLUTIONS, names=NAMES, seed=3):
+    at = Locating(NamespaceStudent(namespace), reference_code.load(solutions), names, seed)
+    finding = locate(at)
+    return finding, localise.message(finding, locate.where) if finding is not None else ""
+
+
+# -- the trace ------------------------------------------------------------------------------
+def test_a_trace_notes_each_line_of_the_students_code_and_nothing_of_the_libraries():
+    namespace = notebook()
+    module = namespace["CausalAttention"](6, 4, 9).eval()
+    output, steps, _ = traced(own_files(namespace), lambda: module(torch.randn(2, 5, 6)))
+    assert output.shape == (2, 5, 4)
+    assert [step["op"] for step in steps][:3] == ["linear"] * 3  # nn.Linear's F.linear, at the student's line
+    assert steps[0]["code"].startswith("queries = self.W_query(x)")
+    assert all(step["file"].startswith("<ipython-input-") for step in steps)
+    softmax = next(step for step in steps if step["op"] == "softmax")
+    assert softmax["from"] and torch.allclose(softmax["value"].sum(-1), torch.ones(2, 5))
+
+
+def test_replacing_a_step_changes_what_the_code_goes_on_with_in_place_too():
+    namespace = notebook(replace={"ex2_answer": (
+        "def mask_before_softmax(qkt, d_out):\n"
+        "    scores = qkt.clone()\n"
+        "    scores[0, 0] = 5.0\n"
+        "    return scores * 2\n")})
+    run = lambda: namespace["mask_before_softmax"](torch.zeros(2, 2), 4)  # noqa: E731
+    _, steps, _ = traced(own_files(namespace), run)
+    assert [step["op"] for step in steps] == ["clone", "__setitem__", "mul"]  # x[i] = v is a step
+    output, _, replaced = traced(own_files(namespace), run, replace={1: torch.ones(2, 2)})
+    assert replaced == [1] and torch.equal(output, torch.full((2, 2), 2.0))
+
+
+def test_a_module_on_the_meta_device_traces_without_values():
+    namespace = notebook()
+    module = namespace["CausalAttention"](6, 4, 9).to("meta").eval()
+    output, steps, _ = traced(own_files(namespace), lambda: module(torch.randn(2, 5, 6, device="meta")))
+    assert output.device.type == "meta" and steps and all(step["value"] is None for step in steps)
+
+
+# -- finding the place ------------------------------------------------------------------------
+def test_right_code_has_nothing_to_localise():
+    finding, said = found_in(notebook())
+    assert finding is None and said == ""
+
+
+def test_softmax_over_the_wrong_dimension_is_found_on_its_line_in_the_words_of_the_steps():
+    finding, said = found_in(notebook([("ex3_answer", "dim=-1)", "dim=1)")]))
+    assert finding.repaired and len(finding.places) == 1
+    assert "`weights = torch.softmax(scores / math.sqrt(self.d_out), dim=1)`" in said
+    assert "should give the attention weights" in said and "over dimension 1" in said
+    assert "the queries, the keys, the attention scores" in said
+
+
+def test_keys_made_with_the_query_layer_are_blamed_on_that_line_not_on_the_scores():
+    _, said = found_in(notebook([("ex3_answer", "keys = self.W_key(x)", "keys = self.W_query(x)")]))
+    assert "`keys = self.W_query(x)" in said and "should give the keys" in said
+
+
+def test_two_mistakes_are_both_named():
+    finding, said = found_in(notebook([("ex3_answer", "keys = self.W_key(x)", "keys = self.W_query(x)"),
+                                       ("ex3_answer", "dim=-1)", "dim=1)")]))
+    assert finding.repaired and len(finding.places) == 2
+    assert "2 lines give values that differ" in said and "W_query(x)" in said and "dim=1" in said
+
+
+def test_a_scale_is_said_as_what_the_line_divides_by_and_what_it_should():
+    _, said = found_in(notebook([("ex3_answer", "math.sqrt(self.d_out)", "self.d_out")]))
+    assert "it divides by 4, where it should divide by 2 (the square root of 4)" in said
+
+
+def test_another_valid_order_of_steps_is_not_blamed():
+    # Scaling the queries first is right; with a mistake after it, only the mistake's line is named.
+    style = ("ex3_answer", "scores = queries @ keys.transpose(1, 2)",
+             "scores = (queries / math.sqrt(self.d_out)) @ keys.transpose(1, 2)")
+    unscale = ("ex3_answer", "weights = torch.softmax(scores / math.sqrt(self.d_out), dim=-1)",
+               "weights = torch.softmax(scores, dim=-1)")
+    assert found_in(notebook([style, unscale]))[0] is None  # right, another way
+    finding, said = found_in(notebook([style, unscale, ("ex3_answer", "return weights @ values", "return weights @ keys")]))
+    assert [step.code for step, _ in finding.places] == ["return weights @ keys  # (B, N, d_out)"]
+    assert "queries / math.sqrt" not in said
+
+
+def test_a_wrong_mask_buffer_is_traced_to_the_slice_and_to_how_the_buffer_is_made():
+    _, said = found_in(notebook([("ex3_answer", "torch.tril(torch.ones(context_length, context_length))",
+                                  "torch.triu(torch.ones(context_length, context_length))")]))
+    assert "self.mask[:N, :N]" in said and "the causal mask" in said
+    assert "how that tensor is made" in said  # the buffer, made in __init__
+
+
+def test_an_output_that_ignores_the_computation_names_no_line():
+    # Replacing a constant by the expected output repairs any code: that proves nothing.
+    finding, said = found_in(notebook(replace={"ex3_answer": (
+        "class CausalAttention(nn.Module):\n"
+        "    def __init__(self, d_in, d_out, context_length, dropout=0.0, qkv_bias=False):\n"
+        "        super().__init__()\n"
+        "        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)\n"
+        "        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)\n"
+        "        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)\n"
+        "        self.dropout = nn.Dropout(dropout)\n"
+        "        self.register_buffer('mask', torch.tril(torch.ones(context_length, context_length)))\n"
+        "        self.d_out = d_out\n"
+        "    def forward(self, x):\n"
+        "        return torch.zeros(x.shape[0], x.shape[1], self.d_out)\n")}))
+    assert finding is not None and not finding.places and said == ""
+
+
+def test_a_thrown_away_result_is_pointed_out():
+    finding, said = found_in(notebook([("ex2_answer", 'masked = qkt.masked_fill(keep == 0, float("-inf"))',
+                                        'masked = qkt\n    qkt.masked_fill(keep == 0, float("-inf"))')]),
+                             locate=locate_function("mask_before_softmax", lambda rng: [torch.randn(2, 5, 5, generator=rng), 5]))
+    assert "no later line uses that value" in said and "qkt.masked_fill(" in said
+
+
+def test_code_that_crashes_on_short_inputs_is_localised_on_long_ones_and_the_error_said():
+    finding, said = found_in(notebook([("ex3_answer", "self.mask[:N, :N]", "self.mask[:N][:N]"),
+                                       ("ex3_answer", "keys = self.W_key(x)", "keys = self.W_query(x)")]))
+    assert "keys = self.W_query(x)" in said
+    assert "stops with an error" in said and "(3, 7, 6)" in said
+
+
+def test_code_that_raises_says_nothing_from_here():
+    finding, said = found_in(notebook([("ex3_answer", "return weights @ values", "return weights @ values.T")]))
+    assert finding.error and not finding.places and said == ""
+
+
+# -- what a crash says -------------------------------------------------------------------------
+def test_an_error_in_right_code_also_names_the_students_line_that_called_it():
+    namespace = notebook(replace={"ex5_answer": (
+        "class MultiHeadAttention(nn.Module):\n"
+        "    def __init__(self, d_in, d_out, num_heads, context_length, dropout=0.0, qkv_bias=False):\n"
+        "        super().__init__()\n"
+        "        self.heads = nn.ModuleList(\n"
+        "            [CausalAttention(d_in, d_out // num_heads, dropout, context_length) for _ in range(num_heads)])\n"
+        "    def forward(self, x):\n"
+        "        return torch.cat([head(x) for head in self.heads], dim=-1)\n")})
+    with pytest.raises(StudentError) as raised:
+        NamespaceStudent(namespace).new("MultiHeadAttention", (6, 4, 2, 9))
+    text = str(raised.value)
+    assert "your line" in text and "called from your line 5: [CausalAttention(d_in, d_out // num_heads, dropout" in text
+
+
+# -- through the grader: a sandbox, the result, the page -------------------------------------------
+def test_a_held_out_answer_graded_in_the_sandbox_names_its_line_and_its_consequences(tmp_path):
+    from markupsafe import escape
+
+    from autograder.authoring.validate import grade_corpus
+    from autograder.outputs.feedback import layout_of, render_feedback
+    from autograder.runs.batch import read_source
+
+    name = "held37-a-ex3-scaled-by-number-of-dims"  # d_k = keys.dim(): always divides by sqrt(3)
+    assignment = COURSE.assignment("causal_attention")
+    report = grade_corpus(assignment, tmp_path / "submissions", 0, 1, tmp_path / "graded", only={name})
+    cell = next(cell for cell in report.results[name].cells if cell.name == "ex3")
+    said = [check.message for check in cell.checks if check.message]
+    assert len(said) == 1, said  # one cause, said once
+    assert "`weights = torch.softmax(scores / math.sqrt(d_k), dim=-1)`" in said[0]
+    assert "divides by 1.73 (the square root of 3), where it should divide by 2 (the square root of 4)" in said[0]
+    followers = [check for check in cell.checks if not check.passed and not check.message]
+    assert followers and all(check.because == "above" for check in followers)
+    page = render_feedback(report.results[name], layout_of(read_source(assignment)))
+    section = page[page.index('id="ex3"'):page.index("</section>", page.index('id="ex3"'))]
+    items = section.split("<li")[1:]
+    for check in followers:  # listed under the cause, not as failures of their own
+        start = str(escape(check.description.split("`")[0]))[:25]
+        item = next(item for item in items if start in item)
+        assert item.startswith(' class="consequence"') and "fails because of the mistake above" in item
+    assert [item.startswith(' class="consequence"') for item in items].count(True) == len({
+        check.description for check in followers})
