@@ -208,3 +208,14 @@ def test_a_held_out_answer_graded_in_the_sandbox_names_its_line_and_its_conseque
         assert item.startswith(' class="consequence"') and "fails because of the mistake above" in item
     assert [item.startswith(' class="consequence"') for item in items].count(True) == len({
         check.description for check in followers})
+
+
+def test_a_module_that_stops_early_is_told_what_is_missing():
+    # No output projection: the output is the heads' context vectors, right, and nothing after them.
+    finding, said = found_in(notebook([("ex6_answer", "return self.projection(context)  # (B, N, d_out)",
+                                        "return context"),
+                                       ("ex6_answer", "self.projection = nn.Linear(d_out, d_out)", "pass")]),
+                             locate=locate_module("MultiHeadAttentionOneModule", (6, 4, 2, 9), (3, 7, 6)))
+    assert finding.early is not None and finding.missing_parameters == ["projection.weight", "projection.bias"]
+    assert "the output is the context vectors, made right at line" in said
+    assert "goes on to the output projection" in said and "no projection.weight and projection.bias" in said

@@ -157,10 +157,27 @@ class Locating:
 
         try:
             handle, ref = paired(self.student, self.reference, class_name, args, self.rng, **kwargs)
-        except (pytest.fail.Exception, StudentError):
-            return None  # it cannot be built, or not with the reference's parameters: no values to compare
+            missing = []
+        except pytest.fail.Exception:
+            # A module without some of the reference's layers (no output projection) still computes
+            # values to compare, with the parameters it has; other differences leave nothing to pair.
+            ref = randomize(reference_module(self.reference, class_name, *args, **kwargs), self.rng)
+            params = {name: p.detach().clone() for name, p in ref.named_parameters()}
+            try:
+                built = self.student.build(class_name, args, kwargs, params)
+            except StudentError:
+                return None
+            report = built.get("report") or {}
+            if built.get("kind") != "class" or report.get("wrong_shape") or report.get("extra") or not report.get("missing"):
+                return None
+            handle, missing = built["handle"], report["missing"]
+        except StudentError:
+            return None  # it cannot be built: no values to compare
         output, steps = self.reference_trace(lambda: ref(*inputs))
-        return localise.localise(self.student, handle, list(inputs), output, steps, self.seed)
+        found = localise.localise(self.student, handle, list(inputs), output, steps, self.seed)
+        if found is not None:
+            found.missing_parameters = list(missing)
+        return found
 
     def function(self, name, inputs):
         """Where the student's function `name` goes wrong on `inputs`."""
@@ -201,7 +218,7 @@ def locate_module(class_name, args, *input_shapes, longest=None, **kwargs):
         if found is not None and found.error and longest is not None:
             error = found.error
             found = at.module(class_name, args, [randn(at.rng, *shape) for shape in longest], **kwargs)
-            if found is not None and found.places:  # its other mistakes, and the error beside them
+            if found is not None and (found.places or found.early):  # its other mistakes, and the error beside them
                 shape = tuple(input_shapes[0])
                 found.also = (f" Also, on an input of shape {shape} (shorter than the longest your"
                               f" {class_name} allows) your code stops with an error: {error}. {hint_for(error)}").rstrip()

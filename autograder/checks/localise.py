@@ -60,6 +60,8 @@ class Finding:
     inputs: list = field(default_factory=list)  # the float tensors the code was given
     error: str = ""  # the code raised this instead (nothing else is known)
     also: str = ""  # what else the student should read beside the places (said after them)
+    early: object = None  # (student step, reference step): the output is this earlier step of the reference
+    missing_parameters: list = field(default_factory=list)  # the reference's, which the student's module lacks
 
 
 def steps_of(raw, names=None):
@@ -331,6 +333,9 @@ def localise(student, target, inputs, reference_output, reference_steps, seed=0)
     finding.inputs = [item for item in inputs if isinstance(item, torch.Tensor) and item.is_floating_point()]
     steps = steps_of(traced.get("steps", []))
     finding.student_steps = steps
+    finding.early = _stops_early(steps, reference_steps, output)
+    if finding.early is not None:
+        return finding  # right until it stops: what is missing is the steps after it
     for _ in range(MAX_MISTAKES):
         matches = match(steps, reference_steps)
         for index, ref in replace.items():
@@ -376,6 +381,18 @@ def localise(student, target, inputs, reference_output, reference_steps, seed=0)
         steps, output = made, answer["output"]
         finding.student_steps = steps
     return finding
+
+
+def _stops_early(steps, reference_steps, output):
+    """(student step, reference step) when the student's output is exactly what the reference has
+    made before its last computing step (a projection left out): the code stops early."""
+    last = max((ref.index for ref in reference_steps if ref.op not in LAYOUT and ref.value is not None), default=None)
+    made = next((step for step in reversed(steps) if step.value is not None and _close(step.value, output)), None)
+    if last is None or made is None:
+        return None
+    earlier = [ref for ref in reference_steps if ref.index < last and ref.value is not None and ref.op not in LAYOUT
+               and alike(output, ref.value)]
+    return (made, earlier[-1]) if earlier else None
 
 
 def _credible(step, steps, matches, replace):
@@ -509,6 +526,8 @@ def quoted(step):
 def specific(finding):
     """Whether every place found says how its values differ (a factor, a transpose, rows that do
     not sum to 1...), not only that they differ."""
+    if finding is not None and finding.early is not None:
+        return True  # what is missing, named
     return bool(finding and finding.places) and all(
         _scaling(step, ref, finding.reference_steps, finding.inputs)
         or difference(step.value, laid_out(ref.value, step.shape)[0] if laid_out(ref.value, step.shape) else None)
@@ -647,9 +666,22 @@ def message(finding, where="your code"):
     return said + finding.also if said else ""
 
 
+def _early(finding, where):
+    """The message for code whose output is an earlier step of the expected computation."""
+    step, ref = finding.early
+    after = [other for other in finding.reference_steps if other.index > ref.index and other.op not in LAYOUT]
+    rest = _and(list(dict.fromkeys(other.name for other in after if other.name))) or "more steps"
+    lacks = (f" Your module has no {_and(finding.missing_parameters[:4])}: add the layer they belong to."
+             if finding.missing_parameters else "")
+    return (f"In {where}, the output is {ref.name or 'an earlier step of the expected computation'}, made right at"
+            f" {quoted(step)}, but the expected computation does not stop there: it goes on to {rest}.{lacks}")
+
+
 def _message(finding, where):
     if finding is None:
         return ""
+    if finding.early is not None:
+        return _early(finding, where)
     if not finding.places:
         thrown_away = unused(finding)
         return f"In {where}, the values go wrong, and the grader cannot tell where.{thrown_away}" if thrown_away else ""
