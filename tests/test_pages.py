@@ -57,7 +57,10 @@ def test_feedback_page_shows_scores_checks_and_diagnostics(graded_examples, brow
         assert not failed and len(browser.find_elements(By.CSS_SELECTOR, "li.pass")) >= 30
         assert "Your code raised an error" not in text
     if student == "ben":  # softmax over dim=1 in Ex3, sqrt(d_out) per head in Ex6
-        assert 2 <= len(failed) <= 12
+        following = browser.find_elements(By.CSS_SELECTOR, "li.consequence")
+        assert failed and 2 <= len(failed) + len(following) <= 12
+        # checks that fail only because of the named mistake are listed under it, as such
+        assert following and all("fails because of" in item.text for item in following)
         notes = [note.text for note in browser.find_elements(By.CSS_SELECTOR, "li.note")]
         assert len(notes) == 3 and "Softmax runs over dim=1" in notes[0]  # Ex3, Ex6 and Ex8a's diagnoses
         assert "fix Exercise 6 first" in notes[2]

@@ -329,13 +329,14 @@ def localise(student, target, inputs, reference_output, reference_steps, seed=0)
         return None
     if _close(output, reference_output):
         return None
-    finding, replace, places = Finding(reference_steps=reference_steps), {}, []
+    finding, replace = Finding(reference_steps=reference_steps), {}
     finding.inputs = [item for item in inputs if isinstance(item, torch.Tensor) and item.is_floating_point()]
     steps = steps_of(traced.get("steps", []))
     finding.student_steps = steps
     finding.early = _stops_early(steps, reference_steps, output)
     if finding.early is not None:
         return finding  # right until it stops: what is missing is the steps after it
+    run = _Run(student, target, inputs, seed, reference_output, reference_steps)
     for _ in range(MAX_MISTAKES):
         matches = match(steps, reference_steps)
         for index, ref in replace.items():
@@ -347,25 +348,7 @@ def localise(student, target, inputs, reference_output, reference_steps, seed=0)
         if finding.first is None:
             finding.first = options[0][0]
             finding.matched = _matched_before(steps, matches, reference_steps, finding.first)
-        tries = [(step, ref, value) for step, refs in options for ref in refs
-                 for value in laid_out(ref.value, step.shape)[:2]][:MAX_TRIES]
-        answers = _trials(student, target, inputs,
-                          [{**{i: _value(r, steps[i]) for i, r in replace.items()}, step.index: value}
-                           for step, _, value in tries], seed, steps=True)
-        chosen = None
-        for (step, ref, _), answer in zip(tries, answers):
-            made = answer.get("steps") if isinstance(answer, dict) else None
-            if not isinstance(made, list) or not isinstance(answer.get("output"), torch.Tensor):
-                continue
-            made = steps_of(made)
-            repaired = _distance(answer["output"], reference_output) == 0.0
-            lines_up = len(made) == len(steps)  # the same path through the code: its steps line up
-            progress = float("inf") if repaired else (  # later steps it makes right
-                _right(made, reference_steps, {**replace, step.index: ref}, after=step.index) if lines_up else 0)
-            if progress <= 0 or not _credible(step, steps, matches, replace):
-                continue
-            if chosen is None or (step.index, -progress) < (chosen[0].index, -chosen[3]):
-                chosen = (step, ref, answer, progress, made)
+        chosen = run.best_place(options, steps, matches, replace)
         if chosen is None:
             after = set().union(*(_downstream(steps)[i] for i in replace)) if replace else None
             finding.stopped = next((step for step, _ in options if (after is None or step.index in after)
@@ -373,14 +356,46 @@ def localise(student, target, inputs, reference_output, reference_steps, seed=0)
             break
         step, ref, answer, progress, made = chosen
         replace[step.index] = ref
-        places.append((step, ref))
-        finding.places = tuple(places)
+        finding.places += ((step, ref),)
         if progress == float("inf"):
             finding.repaired = True
             return finding
         steps, output = made, answer["output"]
         finding.student_steps = steps
     return finding
+
+
+class _Run:
+    """The student's code on the localisation's inputs, run again with values replaced."""
+
+    def __init__(self, student, target, inputs, seed, reference_output, reference_steps):
+        self.student, self.target, self.inputs, self.seed = student, target, inputs, seed
+        self.reference_output, self.reference_steps = reference_output, reference_steps
+
+    def best_place(self, options, steps, matches, replace):
+        """(step, reference step, answer, progress, its steps) of the first credible place whose
+        expected value makes the output right (progress inf), or else the most later steps
+        right; None when no place helps. All tried in one request."""
+        tries = [(step, ref, value) for step, refs in options for ref in refs
+                 for value in laid_out(ref.value, step.shape)[:2]][:MAX_TRIES]
+        answers = _trials(self.student, self.target, self.inputs,
+                          [{**{i: _value(r, steps[i]) for i, r in replace.items()}, step.index: value}
+                           for step, _, value in tries], self.seed, steps=True)
+        chosen = None
+        for (step, ref, _), answer in zip(tries, answers):
+            made = answer.get("steps") if isinstance(answer, dict) else None
+            if not isinstance(made, list) or not isinstance(answer.get("output"), torch.Tensor):
+                continue
+            made = steps_of(made)
+            repaired = _distance(answer["output"], self.reference_output) == 0.0
+            lines_up = len(made) == len(steps)  # the same path through the code: its steps line up
+            progress = float("inf") if repaired else (  # later steps it makes right
+                _right(made, self.reference_steps, {**replace, step.index: ref}, after=step.index) if lines_up else 0)
+            if progress <= 0 or not _credible(step, steps, matches, replace):
+                continue
+            if chosen is None or (step.index, -progress) < (chosen[0].index, -chosen[3]):
+                chosen = (step, ref, answer, progress, made)
+        return chosen
 
 
 def _stops_early(steps, reference_steps, output):
