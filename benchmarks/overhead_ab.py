@@ -11,7 +11,8 @@ change keeps the per-submission overhead within the machine's noise. With
 `--class realistic` the notebooks are the realistic class (every corpus mistake and
 alternative, slow, crashing and looping answers, the untouched release: see
 tests/helpers.py; the time limit is 10 s, as in grade_vs_nbgrader.py), where nearly
-every submission has a mistake to diagnose.
+every submission has a mistake to diagnose; it also prints, for the submissions that lose some
+points (each a mistake to diagnose), each one's time in this tree over the base's.
 
 `--whole-run` grades with `--jobs 2` instead and compares each run's wall time (median
 over the rounds): with a few notebooks that is mostly what a run costs once (starting
@@ -52,6 +53,8 @@ def grade(tree, course, out, jobs=1, walls=None, timeout=None):
     for result in all_results(out):  # the on-disk format has not changed since the base revisions
         kind = result.student_id.split("_", 1)[1]
         times.setdefault(kind if kind in KINDS else "realistic class", []).append(result.execution_time)
+        if 0 < result.score < result.max_score and kind not in ("slow", "loop"):  # a mistake to diagnose
+            times.setdefault("diagnosed", {})[result.student_id] = result.execution_time
     return times
 
 
@@ -90,7 +93,11 @@ def main():
             for name in (trees if round_ % 2 == 0 else reversed(list(trees))):
                 for kind, seconds in grade(trees[name], courses[name], tmp / f"{name}-{round_}", jobs,
                                            walls[name], timeout).items():
-                    times[name].setdefault(kind, []).extend(seconds)
+                    if kind == "diagnosed":  # per student, to pair the two trees' times
+                        for student, second in seconds.items():
+                            times[name].setdefault(kind, {}).setdefault(student, []).append(second)
+                    else:
+                        times[name].setdefault(kind, []).extend(seconds)
         print(f"{args.n} notebooks ({args.kind} class) x {args.rounds} rounds, --jobs {jobs}; base = {args.base}")
         if args.whole_run:
             before, after = (statistics.median(walls[name]) for name in trees)
@@ -99,6 +106,12 @@ def main():
             print(f"  runs: base {', '.join(f'{w:.2f}' for w in walls['base'])};"
                   f" this tree {', '.join(f'{w:.2f}' for w in walls['this'])}")
             return
+        diagnosed = {name: times[name].pop("diagnosed", {}) for name in trees}
+        paired = [student for student in diagnosed["this"] if student in diagnosed["base"]]
+        if paired:  # each diagnosed student's median time in this tree over the base's
+            ratios = [statistics.median(diagnosed["this"][s]) / statistics.median(diagnosed["base"][s]) for s in paired]
+            print(f"  diagnosed submissions ({len(paired)}): per student, this tree / base: median"
+                  f" {statistics.median(ratios):.3f}x, mean {statistics.mean(ratios):.3f}x, largest {max(ratios):.3f}x")
         differences = []
         for kind in times["this"]:
             before, after = (statistics.median(times[name][kind]) for name in trees)
