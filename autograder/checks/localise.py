@@ -225,30 +225,29 @@ def _mask(step):
     return step.value is not None and step.value.dtype == torch.bool
 
 
-def _nearest_matched(steps, index, matches):
-    """The closest steps before `index`, along what it is made from, whose values are right."""
-    found, seen, todo = set(), set(), list(steps[index].came_from)
+def _walk_back(steps, index, through=lambda step: True):
+    """Each step that step `index` is made from, once: the ones it uses, and what those are
+    made from for each step `through(step)` says to look through."""
+    seen, todo = set(), list(steps[index].came_from)
     while todo:
         source = todo.pop()
         if source in seen or not 0 <= source < len(steps):
             continue
         seen.add(source)
-        if matches.get(source):
-            found.add(source)
-        else:
+        yield source
+        if through(steps[source]):
             todo.extend(steps[source].came_from)
-    return found
+
+
+def _nearest_matched(steps, index, matches):
+    """The closest steps before `index`, along what it is made from, whose values are right."""
+    return {source for source in _walk_back(steps, index, lambda step: not matches.get(step.index))
+            if matches.get(source)}
 
 
 def _upstream(steps, index):
-    found, todo = set(), [index]
-    by_index = {step.index: step for step in steps}
-    while todo:
-        for source in by_index[todo.pop()].came_from:
-            if source not in found and source in by_index:
-                found.add(source)
-                todo.append(source)
-    return found
+    """Every step that step `index` is made from, directly or not."""
+    return set(_walk_back(steps, index))
 
 
 def candidates(student_steps, reference_steps, matches, output):
@@ -422,21 +421,18 @@ def _credible(step, steps, matches, replace):
     parts of a split) pass on what they are made from. A step computed from values already wrong
     in an earlier line is a consequence, whatever its own replacement repairs (replacing the
     output would repair any code)."""
-    seen, todo = set(), list(step.came_from)
-    while todo:
-        source = todo.pop()
-        if source in seen or not 0 <= source < len(steps):
-            continue
-        seen.add(source)
+    def right(before):
+        return before.index in replace or (before.value is not None and bool(matches.get(before.index)))
+
+    def passes_on(before):  # looked through, to what it is made from
+        return before.value is None or _mask(before) or before.line == step.line or before.op in LAYOUT
+
+    for source in _walk_back(steps, step.index, lambda before: not right(before) and passes_on(before)):
         before = steps[source]
-        if source in replace or (before.value is not None and matches.get(source)):
+        if right(before) or passes_on(before):
             continue
-        if before.value is None or _mask(before) or before.line == step.line or before.op in LAYOUT:
-            todo.extend(before.came_from)  # look through it, to what it is made from
-            continue
-        if before.constant:
-            continue  # a constant the code made (torch.tensor(-1e5), torch.ones(n, n)): nothing before it is wrong
-        return False
+        if not before.constant:  # a constant the code made (torch.tensor(-1e5)) has nothing wrong before it
+            return False
     return True
 
 
@@ -633,21 +629,18 @@ def _rearranged(step, steps, matches, reference_steps):
     """' The queries and the keys are right before line 22 and 23 rearrange them: ...' when
     the step is computed from right values only through other lines that rearrange them
     (reshape, transpose, split, join): then those lines are where to look."""
-    lines, names, todo, seen = set(), [], list(step.came_from), set()
-    while todo:
-        index = todo.pop()
-        if index in seen or not 0 <= index < len(steps):
-            continue
-        seen.add(index)
+    def rearranges(before):
+        return not matches.get(before.index) and (before.op in LAYOUT or before.value is None
+                                                  or before.line == step.line)
+
+    lines, names = set(), []
+    for index in _walk_back(steps, step.index, rearranges):
         if matches.get(index):
             name = reference_steps[matches[index][0]].name
-            if lines and name and name not in names:
+            if name and name not in names:
                 names.append(name)
-            continue
-        if steps[index].op in LAYOUT or steps[index].value is None or steps[index].line == step.line:
-            if steps[index].line != step.line:
-                lines.add(steps[index].line)
-            todo.extend(steps[index].came_from)
+        elif rearranges(steps[index]) and steps[index].line != step.line:
+            lines.add(steps[index].line)
     if not lines:
         return ""
     numbers = [str(line) for line in sorted(lines)]

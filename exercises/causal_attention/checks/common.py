@@ -146,7 +146,9 @@ def scale_mistakes(weights_function, qkt, d_out):
 
 
 def random_scores(rng, shape):
-    d_out = int(torch.randint(2, 64, (1,), generator=rng))
+    # d_out from 5 up: at 4, d_out ** 1/2 (which is d_out / 2) equals sqrt(d_out), and at 1 no
+    # scale differs from another, so those wrong answers would pass with some seeds only.
+    d_out = int(torch.randint(5, 64, (1,), generator=rng))
     return randn(rng, *shape) * 4, d_out
 
 
