@@ -219,3 +219,13 @@ def test_a_module_that_stops_early_is_told_what_is_missing():
     assert finding.early is not None and finding.missing_parameters == ["projection.weight", "projection.bias"]
     assert "the output is the context vectors, made right at line" in said
     assert "goes on to the output projection" in said and "no projection.weight and projection.bias" in said
+
+
+def test_a_forged_trace_from_the_sandbox_is_read_safely():
+    # The student's code could replace the tracer in its sandbox: what comes back is checked.
+    forged = ["not a step", {"line": "9; rm -rf", "code": "x" * 10_000, "shape": "big", "from": [1, "a"],
+                             "value": torch.ones(2), "op": None}, {"line": 4, "from": None}] + [{}] * 1000
+    steps = localise.steps_of(forged)
+    assert len(steps) == localise.MAX_STEPS - 1  # the string left out, the rest cut at MAX_STEPS
+    assert steps[0].line == 0 and len(steps[0].code) <= localise.MAX_CODE and steps[0].shape == ()
+    assert steps[0].came_from == [1] and steps[1].line == 4 and steps[1].came_from == []

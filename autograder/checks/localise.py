@@ -66,15 +66,22 @@ class Finding:
 
 def steps_of(raw, names=None):
     """Step objects from a trace's plain data; `names` ({variable or variable.op: words}) names
-    the reference's steps."""
+    the reference's steps. The student's trace comes from their sandbox, where their code could
+    have replaced the tracer: anything that is not a step as the tracer writes it is left out, and
+    every field is checked and bounded before it is used or quoted."""
     steps = []
-    for index, item in enumerate(raw):
+    for item in (raw if isinstance(raw, list) else [])[:MAX_STEPS]:
+        if not isinstance(item, dict):
+            continue
         value = item.get("value")
         if not (isinstance(value, torch.Tensor) and (value.is_floating_point() or value.dtype == torch.bool)):
             value = None  # integer steps (sizes, indices) say nothing about a mistake here
-        steps.append(Step(index, int(item.get("line", 0)), str(item.get("code", "")), str(item.get("op", "")).strip("_"),
-                          tuple(item.get("shape", ())), value, list(item.get("from", [])), str(item.get("file", "")),
-                          constant=item.get("made_from_tensors") is False))
+        line, shape, came_from = item.get("line"), item.get("shape", []), item.get("from", [])
+        steps.append(Step(len(steps), line if type(line) is int else 0, short(str(item.get("code", "")), MAX_CODE),
+                          short(str(item.get("op", "")), 40).strip("_"),
+                          tuple(n for n in shape if type(n) is int) if isinstance(shape, list) else (),
+                          value, [i for i in came_from if type(i) is int] if isinstance(came_from, list) else [],
+                          short(str(item.get("file", "")), MAX_CODE), constant=item.get("made_from_tensors") is False))
     if names is not None:
         _name_steps(steps, names)
     return steps
@@ -303,6 +310,8 @@ def candidates(student_steps, reference_steps, matches, output):
 
 
 # -- trying them ----------------------------------------------------------------------------
+MAX_STEPS = 160  # steps read from one trace (the tracer sends no more: inside/trace.py)
+MAX_CODE = 160  # characters of a line's text or file name
 MAX_MISTAKES = 3  # places found one after another before localisation stops
 MAX_TRIES = 24  # what-if runs in one round
 
@@ -499,12 +508,9 @@ def difference(got, expected):
                         " another dimension)")
     if torch.isnan(got).any() and not torch.isnan(expected).any():
         return "it has NaN values where none are expected"
-    finite = torch.isfinite(got) & torch.isfinite(expected) & (expected.abs() > 1e-6)
-    if finite.sum() > 1:
-        ratio = got[finite] / expected[finite]
-        if (ratio.std().item() < 1e-3 * max(ratio.abs().mean().item(), 1e-6) and abs(ratio.mean().item() - 1) > 1e-3
-                and abs(ratio.mean().item()) > 1e-3):  # all zeros is no scale: nothing to say about it
-            return f"its values are {ratio.mean().item():.3g} times the expected ones"
+    ratio = _constant(got, expected)
+    if ratio is not None and abs(ratio - 1) > 1e-3 and abs(ratio) > 1e-3:  # all zeros is no scale: nothing to say
+        return f"its values are {ratio:.3g} times the expected ones"
     if got.dim() >= 2 and got.shape[-1] == got.shape[-2] and _close(got, expected.transpose(-2, -1)):
         return "its values are the expected ones transposed"
     offset = (got - expected)[torch.isfinite(got) & torch.isfinite(expected)]
