@@ -60,6 +60,18 @@ class CellError:
     error: str
 
 
+@dataclass
+class View:
+    """What a student may see of a result at one visibility level below its highest (0: before the
+    due date; 1: after it, when some checks are the TA's alone; course/visibility.py): the checks
+    up to that level, each message, consequence and withheld point judged from them alone, as if
+    the others never ran, and the notes as they stood then. `cells` are CellScores whose points
+    are the shares of these checks in their cell."""
+    level: int
+    cells: list = field(default_factory=list)
+    notes: list = field(default_factory=list)
+
+
 def cell_in_words(name, capital=False):
     """A notebook cell's name as words: "cell ex3_answer"; a cell the student added is already
     named "cell 4" (grading/notebook.py), and stays "cell 4", never "cell cell 4"."""
@@ -93,6 +105,12 @@ class Result:
     lms: dict = field(default_factory=dict)
     execution_time: float = 0.0
     timings: dict = field(default_factory=dict)  # seconds per step, for benchmarks
+    # Checks hidden from students at some time (course/visibility.py): the split into levels it was
+    # graded with (`Visibility.key()`, "" when nothing was hidden), the levels its checks had, and
+    # a View for each level below the highest (the whole result is the highest).
+    visibility: str = ""
+    levels: list = field(default_factory=list)
+    views: list = field(default_factory=list)
     # The sanitized notebook it was graded from, on its way to the outputs that want it
     # (autograded/); never written to the result file, and dropped once the outputs have it.
     graded_notebook: dict = field(default=None, repr=False, compare=False)
@@ -135,19 +153,15 @@ class Result:
         return [(cell.name, check.name, check.crash) for cell in self.cells for check in cell.checks if check.crash]
 
     # -- Gradescope's results.json schema, our on-disk format ------------------------------
+    def view(self, level):
+        """The View at `level`, or None (the whole result is the view at its highest level)."""
+        return next((view for view in self.views if view.level == level), None)
+
     def to_json(self, titles=None):
         """A dict in Gradescope's schema. `titles` ({grade_id: title}) names the tests as
         students see them on Gradescope; the grade id is then kept in each test's extra_data."""
         titles = titles or {}
-        tests = []
-        for cell in self.cells:
-            test = {"name": titles.get(cell.name, cell.name), "score": cell.score, "max_score": cell.max_score,
-                    "status": "passed" if cell.passed else "failed", "output": cell.output,
-                    "visibility": "visible",
-                    "extra_data": {"checks": [_check_json(check) for check in cell.checks]}}
-            if titles:
-                test["extra_data"]["grade_id"] = cell.name
-            tests.append(test)
+        tests = _tests_json(self.cells, titles)
         extra = {"student_id": self.student_id, "path": self.path, "assignment": self.assignment,
                  "status": self.status, "seed": self.seed, "sandbox": self.sandbox, "notes": list(self.notes),
                  "cell_errors": [vars(error).copy() for error in self.cell_errors],
@@ -155,6 +169,10 @@ class Result:
                  "reusable": self.reusable,
                  "submitted_at": self.submitted_at, "late_penalty": self.late_penalty, "late_note": self.late_note,
                  "lms": dict(self.lms), "timings": dict(self.timings)}
+        if self.visibility:
+            extra["visibility"] = {"key": self.visibility, "levels": list(self.levels),
+                                   "views": [{"level": view.level, "notes": list(view.notes),
+                                              "tests": _tests_json(view.cells, {})} for view in self.views]}
         return {"score": self.score, "execution_time": self.execution_time, "output": self.output,
                 "visibility": "visible", "stdout_visibility": "hidden", "tests": tests, "extra_data": extra}
 
@@ -163,11 +181,10 @@ class Result:
         """The record back from `to_json`'s dict; ValueError when it is not one."""
         try:
             extra = data["extra_data"]
-            cells = [CellScore(name=test.get("extra_data", {}).get("grade_id", test["name"]),
-                               score=float(test["score"]), max_score=float(test["max_score"]),
-                               output=test.get("output", ""),
-                               checks=[CheckOutcome(**check) for check in test.get("extra_data", {}).get("checks", [])])
-                     for test in data.get("tests", [])]
+            cells = _cells_of(data.get("tests", []))
+            hiding = extra.get("visibility") or {}
+            views = [View(int(view["level"]), _cells_of(view.get("tests", [])), [str(n) for n in view.get("notes", [])])
+                     for view in hiding.get("views", [])]
             return cls(student_id=str(extra["student_id"]), assignment=str(extra.get("assignment", "")),
                        status=str(extra["status"]), score=float(data["score"]), cells=cells,
                        output=data.get("output", ""), notes=list(extra.get("notes", [])),
@@ -179,7 +196,9 @@ class Result:
                        late_penalty=float(extra.get("late_penalty", 0.0)), late_note=str(extra.get("late_note", "")),
                        seed=extra.get("seed"), sandbox=extra.get("sandbox", ""),
                        lms={str(k): str(v) for k, v in dict(extra.get("lms") or {}).items()},
-                       execution_time=float(data.get("execution_time", 0.0)), timings=dict(extra.get("timings", {})))
+                       execution_time=float(data.get("execution_time", 0.0)), timings=dict(extra.get("timings", {})),
+                       visibility=str(hiding.get("key", "")), levels=[int(n) for n in hiding.get("levels", [])],
+                       views=views)
         except (KeyError, TypeError, AttributeError, ValueError) as error:
             raise ValueError(f"not a result record: {error}") from None
 
@@ -199,6 +218,26 @@ class Result:
         stable.pop("execution_time")
         stable["extra_data"].pop("timings")
         return stable
+
+
+def _tests_json(cells, titles):
+    tests = []
+    for cell in cells:
+        test = {"name": titles.get(cell.name, cell.name), "score": cell.score, "max_score": cell.max_score,
+                "status": "passed" if cell.passed else "failed", "output": cell.output,
+                "visibility": "visible",
+                "extra_data": {"checks": [_check_json(check) for check in cell.checks]}}
+        if titles:
+            test["extra_data"]["grade_id"] = cell.name
+        tests.append(test)
+    return tests
+
+
+def _cells_of(tests):
+    return [CellScore(name=test.get("extra_data", {}).get("grade_id", test["name"]),
+                      score=float(test["score"]), max_score=float(test["max_score"]), output=test.get("output", ""),
+                      checks=[CheckOutcome(**check) for check in test.get("extra_data", {}).get("checks", [])])
+            for test in tests]
 
 
 def _check_json(check):

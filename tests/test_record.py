@@ -6,7 +6,7 @@ import re
 import pytest
 
 from autograder.outputs.gradescope import schema_errors
-from autograder.record import CellError, CellScore, CheckOutcome, Result, all_results, read_result, write_result
+from autograder.record import CellError, CellScore, CheckOutcome, Result, View, all_results, read_result, write_result
 from helpers import ROOT, make_result
 
 
@@ -29,14 +29,17 @@ def sample(student="ada", status="graded"):
                        seed=7, submitted_at="2026-11-21T10:00:00+00:00", late_penalty=0.5,
                        late_note="1 day late: -0.5 points", sandbox="bubblewrap", lms={"canvas_id": "12345"},
                        execution_time=1.25,
-                       timings={"run_cells": 0.5}, graded_notebook={"cells": [], "metadata": {"secret": "x"}})
+                       timings={"run_cells": 0.5}, graded_notebook={"cells": [], "metadata": {"secret": "x"}},
+                       visibility='{"default":0,"table":{"ex3::test_leak":1}}', levels=[0, 1],
+                       views=[View(0, [CellScore("ex1", 2.0, 2.0), CellScore("ex3", 1.0, 4.0, "", checks[:3])],
+                                   ["the read-only cell check-01 was edited (restored)"])])
 
 
 def test_the_sample_sets_every_field():
     """So that the round trip below covers every field, including ones added later."""
     result = sample()
     for records in ([result], result.cells, [check for cell in result.cells for check in cell.checks],
-                    result.cell_errors):
+                    result.cell_errors, result.views):
         for field in dataclasses.fields(records[0]):
             default = field.default_factory() if field.default_factory is not dataclasses.MISSING else field.default
             assert any(getattr(record, field.name) != default for record in records), \

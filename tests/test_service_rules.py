@@ -3,12 +3,14 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from autograder.record import CellScore, CheckOutcome
+from dataclasses import replace
+
+from autograder.record import CellScore, CheckOutcome, View
 from autograder.runs.late import LatePolicy
 from autograder.service.counting import AssignmentRecord
 from autograder.service.store import GRADED, Row, Who
 from autograder.service.submit import Refused, check_attempts, check_open
-from autograder.service.views import Visibility, student_view
+from autograder.service.views import STALE, Visibility, student_view
 from helpers import make_result
 
 DUE = datetime(2026, 11, 20, 23, 59, tzinfo=timezone.utc)
@@ -22,11 +24,30 @@ def result_with_checks():
                                CellScore("ex4", 1.0, 1.0, checks=[CheckOutcome("test_x", "X", True)])])
 
 
-def test_before_the_due_date_a_hidden_check_leaves_no_trace():
+def graded_with(visibility, levels=(0, 1)):
+    """result_with_checks() as grading records it with `visibility`: the whole result, and a view
+    for each level below the highest, its checks judged without the higher ones (here: the shape
+    check's message, made without the secret check, is worded otherwise)."""
+    result = result_with_checks()
+    result.visibility, result.levels = visibility.key(), list(levels)
+    for level in levels[:-1]:
+        cells = []
+        for cell in result.cells:
+            kept = [replace(check, message=check.message and "seen alone: " + check.message) for check in cell.checks
+                    if visibility.level(cell.name, check.name) <= level]
+            total = sum(check.weight for check in cell.checks)
+            share = lambda checks, cell=cell, total=total: round(cell.max_score * sum(c.weight for c in checks) / total, 2)
+            cells.append(CellScore(cell.name, share([c for c in kept if c.passed]), share(kept), checks=kept))
+        result.views.append(View(level, cells, [f"a note at level {level}"]))
+    return result
+
+
+def test_before_the_due_date_the_view_is_the_one_graded_without_the_hidden_check():
     visibility = Visibility("visible", {"ex3::test_secret": "after_due_date"})
-    view = student_view(result_with_checks(), visibility, due_passed=False)
+    view = student_view(graded_with(visibility), visibility, due_passed=False)
     text = repr(view.to_json())
     assert "secret" not in text and "0.123" not in text
+    assert "seen alone: got (2, 3)" in text and view.notes == ["a note at level 0"]  # the view's words, never the whole's
     assert view.hidden == view.hidden_until_due == 1 and not view.complete
     ex3 = view.cells[0]
     assert (ex3.points, ex3.max_points) == (1.25, 2.5)  # 1 of 2 shown weight earned, the shown share of 5 points
@@ -35,7 +56,7 @@ def test_before_the_due_date_a_hidden_check_leaves_no_trace():
 
 def test_after_the_due_date_the_view_is_the_whole_result():
     visibility = Visibility("visible", {"ex3::test_secret": "after_due_date"})
-    result = result_with_checks()
+    result = graded_with(visibility)
     view = student_view(result, visibility, due_passed=True)
     assert view.complete and (view.score, view.max_score) == (result.score, result.max_score)
     assert "secret value 0.123" in repr(view.to_json())
@@ -43,10 +64,23 @@ def test_after_the_due_date_the_view_is_the_whole_result():
 
 def test_hidden_is_hidden_for_good_and_a_cell_can_be_hidden_whole():
     visibility = Visibility("visible", {"ex3::test_secret": "hidden", "ex4": "after_due_date"})
-    view = student_view(result_with_checks(), visibility, due_passed=True)
+    result = graded_with(visibility, levels=(0, 1, 2))
+    view = student_view(result, visibility, due_passed=True)
     assert view.hidden == 1 and view.hidden_until_due == 0 and "secret" not in repr(view.to_json())
-    before = student_view(result_with_checks(), visibility, due_passed=False)
+    assert view.notes == ["a note at level 1"] and view.cells[1].checks  # ex4, shown after the due date
+    before = student_view(result, visibility, due_passed=False)
     assert before.cells[1].checks == [] and before.cells[1].max_points == 0
+
+
+def test_a_result_graded_with_other_visibility_shows_no_feedback_until_graded_again():
+    before = Visibility("visible", {"ex3::test_secret": "after_due_date"})
+    now = Visibility("visible", {"ex3::test_secret": "after_due_date", "ex3::test_shape": "after_due_date"})
+    for result in (graded_with(before), result_with_checks()):  # another split; graded with nothing hidden
+        view = student_view(result, now, due_passed=False)
+        assert view.notes == [STALE] and not view.complete
+        assert all(not cell.checks and cell.points == 0 for cell in view.cells)
+        assert "secret" not in repr(view.to_json()) and "got (2, 3)" not in repr(view.to_json())
+    assert student_view(graded_with(before), Visibility(), due_passed=False).complete  # nothing hidden now
 
 
 def rows(*specs):

@@ -91,8 +91,8 @@ def expect_reference_output(student, reference, class_name, args, x, rng, what, 
 
 # -- the error model's diagnosis (checks/errormodel.py) ---------------------------------------
 def diagnosis(probe, locate=None):
-    """The check that names a cell's mistake, in the cell's test file (it runs after the file's
-    other checks, wherever it is defined; see plugin.py):
+    """The check that names a cell's mistake, in the cell's test file (it runs after every other
+    check of the view, wherever it is defined; see plugin.py):
 
         test_diagnosis = diagnosis(probe, locate)
 
@@ -100,7 +100,10 @@ def diagnosis(probe, locate=None):
     mistake's name it. `locate(Locating)`, if given, finds by value where the student's code goes
     wrong (`locate_module`, `locate_function`; checks/localise.py): it says *where* beside a known
     mistake's *what*, and alone names the line of a mistake no one listed. The check runs only when
-    another check of the cell failed, costs no points, and is listed only when it names something."""
+    another check of the cell failed, costs no points, and is listed only when it names something.
+
+    What it finds is found once per submission (the `diagnose` fixture keeps it): each view of the
+    result (before the due date, and the whole) only says it, or not, from that view's checks."""
     import pytest
 
     from autograder.checks import errormodel, localise
@@ -108,22 +111,31 @@ def diagnosis(probe, locate=None):
 
     @pytest.mark.diagnosis
     def test_diagnosis(request, student, error_model, solutions, resources, seed, cell_failed, upstream_failed,
-                       reference, step_names, named_failed):
+                       reference, step_names, named_failed, diagnose):
         """Your answer, compared with the common mistakes for this exercise"""
         mutants = error_model.get(grade_id_of(request.node))
         if not cell_failed or upstream_failed or not (mutants or locate) or getattr(student, "lost", None):
             return  # nothing failed; the cause is upstream (checks/rootcause.py says so); nothing known; or gone
-        chosen = ()
-        if mutants:
-            seen = errormodel.observe(probe, student, seed)
-            chosen = errormodel.recognise(seen, probe, solutions, mutants, seed, resources)
-        found = locate(Locating(student, reference, step_names, seed)) if locate else None
-        if chosen:  # what the mistake is, certain; where, when the values say so just as surely
-            fail(errormodel.message(chosen) + (localise.where(found) if len(chosen) == 1 else ""), named=True)
-        said = localise.message(found, locate.where) if found is not None else ""
-        if named_failed and not localise.specific(found):
-            return  # a check named what it saw; "the values differ here" would only cover it up
-        if said and not getattr(student, "lost", None):
+
+        def finding():  # (the mutants it behaves as, where its values go wrong): asks the sandbox
+            chosen = ()
+            if mutants:
+                seen = errormodel.observe(probe, student, seed)
+                chosen = errormodel.recognise(seen, probe, solutions, mutants, seed, resources)
+            found = (yield from locate.staged(Locating(student, reference, step_names, seed))) if locate else None
+            return chosen, found
+
+        def say(found_here):  # what the student reads in this view ("" for nothing)
+            chosen, found = found_here
+            if chosen:  # what the mistake is, certain; where, when the values say so just as surely
+                return errormodel.message(chosen) + (localise.where(found) if len(chosen) == 1 else "")
+            said = localise.message(found, locate.where) if found is not None else ""
+            if named_failed and not localise.specific(found):
+                return ""  # a check named what it saw; "the values differ here" would only cover it up
+            return said if said and not getattr(student, "lost", None) else ""
+
+        said = diagnose(finding, say)
+        if said:
             fail(said, named=True)
 
     test_diagnosis.probe = probe  # for the error model's own check (authoring/errorcheck.py)
@@ -150,7 +162,8 @@ class Locating:
 
     def module(self, class_name, args, inputs, **kwargs):
         """Where the student's module `class_name(*args, **kwargs)` goes wrong on `inputs`, with the
-        reference's parameters (None when the two cannot be paired: the structure differs)."""
+        reference's parameters (None when the two cannot be paired: the structure differs). A
+        generator, as localise.localising: it yields the what-if runs it needs."""
         import pytest
 
         from autograder.checks import localise
@@ -174,18 +187,33 @@ class Locating:
         except StudentError:
             return None  # it cannot be built: no values to compare
         output, steps = self.reference_trace(lambda: ref(*inputs))
-        found = localise.localise(self.student, handle, list(inputs), output, steps, self.seed)
+        found = yield from localise.localising(self.student, handle, list(inputs), output, steps, self.seed)
         if found is not None:
             found.missing_parameters = list(missing)
         return found
 
     def function(self, name, inputs):
-        """Where the student's function `name` goes wrong on `inputs`."""
+        """Where the student's function `name` goes wrong on `inputs` (a generator, as `module`)."""
         from autograder.checks import localise
 
         function = getattr(self.reference, name)
         output, steps = self.reference_trace(lambda: function(*inputs))
-        return localise.localise(self.student, name, list(inputs), output, steps, self.seed)
+        return (yield from localise.localising(self.student, name, list(inputs), output, steps, self.seed))
+
+
+class Locate:
+    """A `locate` for `diagnosis`. `staged(at)` is a generator: it asks the student its questions
+    at once and yields each what-if run it needs (localise.WhatIf), so that they can be answered
+    later, apart; calling the Locate, `locate(at)`, answers them at once and gives the Finding.
+    `where` names the code in the student's words ("your CausalAttention")."""
+
+    def __init__(self, staged, where):
+        self.staged, self.where = staged, where
+
+    def __call__(self, at):
+        from autograder.checks import localise
+
+        return localise.complete(self.staged(at), at.student)
 
 
 def reference_line(reference, filename, line):
@@ -211,42 +239,44 @@ def locate_module(class_name, args, *input_shapes, longest=None, **kwargs):
     of `input_shapes` (one shape per input of forward), in eval mode. `longest`, if given, is the
     same with inputs as long as the module allows, tried when the code stops with an error on the
     shorter ones (a mask sliced wrong): its other mistakes can then still be found."""
-    def locate(at):
+    def staged(at):
         from autograder.checks.verdict import hint_for
 
-        found = at.module(class_name, args, [randn(at.rng, *shape) for shape in input_shapes], **kwargs)
-        if found is not None and found.error and longest is not None:
+        found = yield from at.module(class_name, args, [randn(at.rng, *shape) for shape in input_shapes], **kwargs)
+        if found is not None and found.error and longest is not None:  # known from the untouched run
             error = found.error
-            found = at.module(class_name, args, [randn(at.rng, *shape) for shape in longest], **kwargs)
+            found = yield from at.module(class_name, args, [randn(at.rng, *shape) for shape in longest], **kwargs)
             if found is not None and (found.places or found.early):  # its other mistakes, and the error beside them
                 shape = tuple(input_shapes[0])
                 found.also = (f" Also, on an input of shape {shape} (shorter than the longest your"
                               f" {class_name} allows) your code stops with an error: {error}. {hint_for(error)}").rstrip()
         return found
-    locate.where = f"your {class_name}"
-    return locate
+    return Locate(staged, f"your {class_name}")
 
 
 def locate_function(name, make_inputs):
     """A `locate` for `diagnosis`: the student's function `name` on `make_inputs(rng)` (a list)."""
-    def locate(at):
-        return at.function(name, make_inputs(at.rng))
-    locate.where = f"your `{name}`"
-    return locate
+    def staged(at):
+        return (yield from at.function(name, make_inputs(at.rng)))
+    return Locate(staged, f"your `{name}`")
 
 
 def locate_any(*locates):
     """A `locate` for `diagnosis` of a cell with several answers (two functions): the first
-    of `locates` that finds where the values go wrong."""
-    def locate(at):
-        for one in locates:
-            found = one(at)
+    of `locates` that finds where the values go wrong. Each asks its untouched questions before
+    any of them runs a what-if."""
+    def staged(at):
+        from autograder.checks import localise
+
+        begun = [(one, localise.Started(one.staged(at))) for one in locates]
+        for one, started in begun:
+            found = yield from started.rest()
             if found is not None and found.repaired:
-                locate.where = one.where
+                chosen.where = one.where
                 return found
         return None
-    locate.where = "your code"
-    return locate
+    chosen = Locate(staged, "your code")
+    return chosen
 
 
 def random_parameters(rng, shapes):

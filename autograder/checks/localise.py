@@ -15,6 +15,15 @@ certain is said (the first line whose values match nothing the reference makes).
 
 All of this runs on the trusted side, on plain data; the student's side only runs its code
 (with the trials' values swapped in) and sends back what it made.
+
+The what-if runs hand the reference's values to the student's code, so they are asked for
+apart from everything else: `localising` is a generator that takes the untouched trace itself
+and *yields* each `WhatIf` it needs answered. The grading plugin answers them only after every
+check and every diagnosis of the view has asked its other questions, in a sealed fork of the
+submission that ends afterwards (checks/plugin.py, inside/agent.py): the reference's values
+never reach the process whose answers a page quotes. What a page quotes of the student's code
+(its lines) comes from the untouched trace alone; a what-if run's steps only say which values
+are right. `localise` answers the what-ifs at once, for callers without a sandbox.
 """
 import ast
 import itertools
@@ -316,10 +325,76 @@ MAX_MISTAKES = 3  # places found one after another before localisation stops
 MAX_TRIES = 24  # what-if runs in one round
 
 
+@dataclass
+class WhatIf:
+    """A request for what-if runs: the student's `target` on `inputs` once per trial, each trial
+    ({step index: tensor}) with those steps' values replaced; with `steps`, each run's steps too.
+    Its answer (`answer`) is a list as long as `trials`: a dict per trial, or None."""
+    target: object
+    inputs: list
+    trials: list
+    seed: int
+    steps: bool = False
+
+
+def answer(student, request):
+    """The student's answers to a WhatIf, None for each trial that could not be answered."""
+    if not request.trials:
+        return []
+    try:
+        answers = student.trace(request.target, request.inputs, trials=request.trials, seed=request.seed,
+                                steps=request.steps).get("trials", [])
+    except (StudentError, AttributeError):
+        return [None] * len(request.trials)
+    answers = [item if isinstance(item, dict) else None for item in answers[:len(request.trials)]]
+    return answers + [None] * (len(request.trials) - len(answers))
+
+
+def complete(staged, student, first=None):
+    """Run the generator `staged` (see `localising`) to its end, answering each WhatIf it yields
+    with `student`; its result. `first`: a request it has yielded already (to answer first)."""
+    try:
+        request = first if first is not None else next(staged)
+        while True:
+            request = staged.send(answer(student, request))
+    except StopIteration as done:
+        return done.value
+
+
+class Started:
+    """The generator `staged` (see `localising`) run now up to its first what-if: its untouched
+    questions are asked at once, its what-ifs later, by `yield from started.rest()`."""
+
+    def __init__(self, staged):
+        self.staged, self.request, self.result = staged, None, None
+        try:
+            self.request = next(staged)
+        except StopIteration as done:
+            self.result = done.value
+
+    def rest(self):
+        """A generator: the what-ifs left, yielded as `staged` yields them; its result at the end."""
+        if self.request is None:
+            return self.result
+        request = self.request
+        try:
+            while True:
+                request = self.staged.send((yield request))
+        except StopIteration as done:
+            return done.value
+
+
 def localise(student, target, inputs, reference_output, reference_steps, seed=0):
+    """`localising`, its what-ifs answered at once by `student` (no sandbox in between)."""
+    return complete(localising(student, target, inputs, reference_output, reference_steps, seed), student)
+
+
+def localising(student, target, inputs, reference_output, reference_steps, seed=0):
     """A Finding for the student's `target` (a module handle or a function's name) on `inputs`,
     given the reference's output and steps on the same inputs; None when the student's output
-    is right (the mistake is not in these values) or its code could not be traced.
+    is right (the mistake is not in these values) or its code could not be traced. A generator:
+    it traces the code untouched at once, then yields a WhatIf per what-if request (see the
+    module's docstring) and takes its answer.
 
     Each round tries the reference's values in the place of each step where the values may go
     wrong (`candidates`, in the order the code ran them), in one request. The first place whose
@@ -344,7 +419,10 @@ def localise(student, target, inputs, reference_output, reference_steps, seed=0)
     finding.early = _stops_early(steps, reference_steps, output)
     if finding.early is not None:
         return finding  # right until it stops: what is missing is the steps after it
-    run = _Run(student, target, inputs, seed, reference_output, reference_steps)
+    # The only text of the student's code a message may quote: the untouched run's (a what-if
+    # run's code had the reference's values to hand, and could have written anything there).
+    own_lines = {(step.file, step.line): step.code for step in steps}
+    run = _Run(target, inputs, seed, reference_output, reference_steps, own_lines)
     for _ in range(MAX_MISTAKES):
         matches = match(steps, reference_steps)
         for index, ref in replace.items():
@@ -356,19 +434,19 @@ def localise(student, target, inputs, reference_output, reference_steps, seed=0)
         if finding.first is None:
             finding.first = options[0][0]
             finding.matched = _matched_before(steps, matches, reference_steps, finding.first)
-        chosen = run.best_place(options, steps, matches, replace)
+        chosen = yield from run.best_place(options, steps, matches, replace)
         if chosen is None:
             after = set().union(*(_downstream(steps)[i] for i in replace)) if replace else None
             finding.stopped = next((step for step, _ in options if (after is None or step.index in after)
                                     and _credible(step, steps, matches, replace)), options[0][0])
             break
-        step, ref, answer, progress, made = chosen
+        step, ref, answer_, progress, made = chosen
         replace[step.index] = ref
         finding.places += ((step, ref),)
         if progress == float("inf"):
             finding.repaired = True
             return finding
-        steps, output = made, answer["output"]
+        steps, output = made, answer_["output"]
         finding.student_steps = steps
     return finding
 
@@ -376,39 +454,48 @@ def localise(student, target, inputs, reference_output, reference_steps, seed=0)
 class _Run:
     """The student's code on the localisation's inputs, run again with values replaced."""
 
-    def __init__(self, student, target, inputs, seed, reference_output, reference_steps):
-        self.student, self.target, self.inputs, self.seed = student, target, inputs, seed
+    def __init__(self, target, inputs, seed, reference_output, reference_steps, own_lines):
+        self.target, self.inputs, self.seed = target, inputs, seed
         self.reference_output, self.reference_steps = reference_output, reference_steps
+        self.own_lines = own_lines
 
     def best_place(self, options, steps, matches, replace):
         """(step, reference step, answer, progress, its steps) of the first credible place whose
         expected value makes the output right (progress inf), or else the most later steps
-        right; None when no place helps. All tried in one request."""
+        right; None when no place helps. All tried in one request (a generator: it yields the
+        WhatIf requests and takes their answers)."""
         tries = [(step, ref, value) for step, refs in options for ref in refs
                  for value in laid_out(ref.value, step.shape)[:2]][:MAX_TRIES]
         trials = [{**{i: _value(r, steps[i]) for i, r in replace.items()}, step.index: value} for step, _, value in tries]
         # First only the outputs (small): most single mistakes are repaired by one place.
-        outputs = _trials(self.student, self.target, self.inputs, trials, self.seed)
-        for (step, ref, _), answer in zip(tries, outputs):
-            if (isinstance(answer, dict) and _distance(answer.get("output"), self.reference_output) == 0.0
+        outputs = yield WhatIf(self.target, self.inputs, trials, self.seed)
+        for (step, ref, _), answered in zip(tries, outputs):
+            if (isinstance(answered, dict) and _distance(answered.get("output"), self.reference_output) == 0.0
                     and _credible(step, steps, matches, replace)):
-                return step, ref, answer, float("inf"), steps
-        answers = _trials(self.student, self.target, self.inputs, trials, self.seed, steps=True)
+                return step, ref, answered, float("inf"), steps
+        answers = yield WhatIf(self.target, self.inputs, trials, self.seed, steps=True)
         chosen = None
-        for (step, ref, _), answer in zip(tries, answers):
-            made = answer.get("steps") if isinstance(answer, dict) else None
-            if not isinstance(made, list) or not isinstance(answer.get("output"), torch.Tensor):
+        for (step, ref, _), answered in zip(tries, answers):
+            made = answered.get("steps") if isinstance(answered, dict) else None
+            if not isinstance(made, list) or not isinstance(answered.get("output"), torch.Tensor):
                 continue
-            made = steps_of(made)
-            repaired = _distance(answer["output"], self.reference_output) == 0.0
+            made = self._own_lines(steps_of(made))
+            repaired = _distance(answered["output"], self.reference_output) == 0.0
             lines_up = len(made) == len(steps)  # the same path through the code: its steps line up
             progress = float("inf") if repaired else (  # later steps it makes right
                 _right(made, self.reference_steps, {**replace, step.index: ref}, after=step.index) if lines_up else 0)
             if progress <= 0 or not _credible(step, steps, matches, replace):
                 continue
             if chosen is None or (step.index, -progress) < (chosen[0].index, -chosen[3]):
-                chosen = (step, ref, answer, progress, made)
+                chosen = (step, ref, answered, progress, made)
         return chosen
+
+    def _own_lines(self, steps):
+        """A what-if run's steps, each with its line's text as the untouched run read it ("" for a
+        line that run never reached)."""
+        for step in steps:
+            step.code = self.own_lines.get((step.file, step.line), "")
+        return steps
 
 
 def _stops_early(steps, reference_steps, output):
@@ -465,17 +552,6 @@ def _distance(output, expected):
     if _close(output, expected):
         return 0.0
     return (output.double() - expected.double()).abs().nan_to_num(1e9, 1e9, 1e9).sum().item() or 1e-12
-
-
-def _trials(student, target, inputs, trials, seed, steps=False):
-    if not trials:
-        return []
-    try:
-        answers = student.trace(target, inputs, trials=trials, seed=seed, steps=steps).get("trials", [])
-    except StudentError:
-        return [None] * len(trials)
-    answers = [answer if isinstance(answer, dict) else None for answer in answers]
-    return answers + [None] * (len(trials) - len(answers))
 
 
 def _matched_before(steps, matches, reference_steps, step):

@@ -4,8 +4,25 @@ Fixtures: `student` (the probe API), `reference` (the solutions namespace),
 `seed` and `rng` (inputs drawn from the grading run's seed, different for every
 check so hard-coded outputs cannot pass). Results are collected per check with
 a student-facing message, never a traceback or the check's code.
+
+One submission's checks run by *levels* (course/visibility.py: 0 shown always, 1 shown after the
+due date, 2 for the TA alone; `GradingPlugin.run_views`), so that what a student may read at a
+level is made as if the checks of higher levels never ran, and before any of them runs. For each
+level present, lowest first:
+
+1. its checks (level 0 in the submission's own process; a higher level in a fork of it,
+   `student.forked()`, whose state never comes back);
+2. then every diagnosis of the levels so far, from the outcomes so far (what each found is kept:
+   it asks the submission its questions once), each asking its questions of the submission;
+3. then the diagnoses' what-if runs, which hand the reference's values to the student's code, so
+   they run sealed (`student.what_ifs()`): in a fork that ends afterwards, or, after the highest
+   level, in the submission itself, sealed for its last questions.
+
+The outcomes after each level below the highest are that level's view (`views`). With nothing
+hidden there is one level, and one view: the whole result.
 """
 import contextlib
+import dataclasses
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,7 +31,7 @@ import pytest
 import torch
 
 from autograder.course import reference as reference_module
-from autograder.checks import errormodel
+from autograder.checks import errormodel, localise
 from autograder.wire import StudentError
 from autograder.checks.verdict import NamedMistake, bounded, hint_for, use_hints
 
@@ -33,6 +50,7 @@ class CheckResult:
     after: tuple = ()  # checks (by function name) whose failure explains this one's; see `quiet_consequences`
     crash: str = ""  # for the instructor, never the student: where and why it could not run (`crash_of`)
     because: str = ""  # it fails as a consequence of a mistake the page names: "above", or "Exercise 3"
+    order: int = 0  # its place among the collected checks (each view lists them in this order)
 
 
 def grade_id_of(item):
@@ -43,6 +61,11 @@ def message_of(excinfo):
     """What the student reads about a failed check: bounded (verdict.bounded), since it may quote
     anything the student's code reported."""
     return bounded(_message_of(excinfo))
+
+
+def message_of_text(text):
+    """A message said without an exception (a diagnosis whose what-ifs ran later), bounded alike."""
+    return bounded(text)
 
 
 COULD_NOT_RUN = "This check could not run"  # how a student's message about a crashed check starts
@@ -109,11 +132,86 @@ class GradingPlugin:
         if report.failed:
             self.collect_errors.append(report.longreprtext)
 
-    def begin(self, student, seed):
-        """Grade `student` with inputs from `seed` from now on, with fresh results."""
+    def begin(self, student, seed, levels=None):
+        """Grade `student` with inputs from `seed` from now on, with fresh results. `levels(grade id,
+        check name)` is each check's level (see the module's docstring; None: every check is shown)."""
         if getattr(student, "resources", False) is None:  # answered in this process: the assignment's own
             student.resources = self.assignment.resources()
         self._student, self.run_seed, self.results = student, seed, []
+        self.levels = levels
+        self.views = {}  # level -> (its CheckResults, the submission's state then), below the highest
+        self.found = {}  # grade id -> what its diagnosis found in this submission (said in every view)
+        self.pending = []  # diagnoses waiting for their what-if runs
+        self._order, self._cells = {}, set()
+
+    # -- one submission, in views ---------------------------------------------------------------
+    def run_views(self, items, protocol):
+        """Run `items` (the session's, in collection order) for the current student, level by level
+        as the module's docstring says; `protocol(item, nextitem)` runs one. Afterwards `results`
+        holds every outcome and `views` each lower level's."""
+        self._order = {item.nodeid: index for index, item in enumerate(items)}
+        self._cells = {grade_id_of(item) for item in items}
+        level_of = {item.nodeid: self._level(item) for item in items}
+        checks = [item for item in items if not item.get_closest_marker("diagnosis")]
+        diagnoses = [item for item in items if item.get_closest_marker("diagnosis")]
+        levels = sorted(set(level_of.values()))
+        for level in levels:
+            own = [item for item in checks if level_of[item.nodeid] == level]
+            if level == levels[0]:
+                _run_in_order(protocol, own)
+            else:
+                forked = getattr(self._student, "forked", None)  # a sandbox: a fork of the submission
+                with forked() if forked is not None else contextlib.nullcontext():
+                    _run_in_order(protocol, own)
+                self.results = [result for result in self.results if not result.diagnosis]  # said anew
+            _run_in_order(protocol, [item for item in diagnoses if level_of[item.nodeid] <= level])
+            self.finish_pending(last=level == levels[-1])
+            if level != levels[-1]:
+                state = getattr(self._student, "state_now", None)
+                self.views[level] = ([dataclasses.replace(result) for result in self.results],
+                                     state() if state is not None else {})
+
+    def _level(self, item):
+        return 0 if self.levels is None else self.levels(grade_id_of(item), item.name)
+
+    @pytest.fixture
+    def diagnose(self, request):
+        """`diagnose(finding, say)` for a diagnosis (checklib.diagnosis): `finding()` is a generator
+        that asks the submission its questions and yields the what-if runs it needs (localise.WhatIf);
+        `say(found)` is what the student reads in this view, "" for nothing. Returns what to say
+        now, or "" while the what-ifs wait (they run after every other question of the view, and
+        what they lead to is recorded then: `finish_pending`). A cell's finding is found once."""
+        grade_id = grade_id_of(request.node)
+
+        def diagnose(finding, say):
+            if grade_id in self.found:
+                return say(self.found[grade_id])
+            started = localise.Started(finding())
+            if started.request is None:
+                self.found[grade_id] = started.result
+                return say(started.result)
+            self.pending.append((request.node, grade_id, started, say))
+            return ""
+        return diagnose
+
+    def finish_pending(self, last):
+        """Answer the waiting diagnoses' what-if runs and record what each then says. In a sandbox
+        they run sealed (`student.what_ifs`): in a fork of the submission, or, when they are the
+        `last` questions of the submission, in the submission itself."""
+        pending, self.pending = self.pending, []
+        if not pending:
+            return
+        what_ifs = getattr(self._student, "what_ifs", None)
+        with what_ifs(last) if what_ifs is not None else contextlib.nullcontext():
+            for item, grade_id, started, say in pending:
+                try:
+                    found = localise.complete(started.rest(), self._student)
+                    said = say(found)
+                except Exception:  # noqa: BLE001 (a diagnosis that breaks says nothing, as during its run)
+                    continue
+                self.found[grade_id] = found
+                if said:
+                    self._insert_diagnosis(item, message_of_text(said))
 
     def pytest_configure(self, config):
         for name, description in MARKERS.items():
@@ -154,11 +252,11 @@ class GradingPlugin:
 
     @pytest.fixture
     def upstream_failed(self, request):
-        """Whether a cell this test's cell builds on (`[builds_on]`) failed, or was not graded in this
-        session (in-kernel grading runs one cell at a time): either way its own code is not known right."""
+        """Whether a cell this test's cell builds on (`[builds_on]`) failed, or is not graded in this
+        session (in-kernel grading runs one cell at a time): either way its own code is not known right.
+        In the view before the due date a cell whose checks are all hidden has not failed."""
         upstream = set(self.assignment.builds_on.get(grade_id_of(request.node), ()))
-        graded = {r.grade_id for r in self.results}
-        return bool(upstream - graded) or any(r.grade_id in upstream and not r.passed for r in self.results)
+        return bool(upstream - self._cells) or any(r.grade_id in upstream and not r.passed for r in self.results)
 
     @pytest.fixture
     def named_failed(self, request):
@@ -186,8 +284,9 @@ class GradingPlugin:
         for item in items:
             item.repr_failure = _short_repr
             item._repr_failure_py = _short_repr
-        # A diagnosis speaks only when another check of its file failed: it runs after all of them,
-        # wherever the file defines it (an instructor may append checks below it).
+        # A diagnosis speaks only when another check of its cell failed: it runs after all of them,
+        # wherever the file defines it (an instructor may append checks below it); run_views runs
+        # every diagnosis after every check.
         files = {}
         for item in items:
             files.setdefault(item.module, len(files))
@@ -224,7 +323,7 @@ class GradingPlugin:
                 needs=tuple(fixed.args) if fixed else (),
                 after=tuple(after.args) if after else (),
                 named=bool(not report.passed and call.excinfo is not None and call.excinfo.errisinstance(NamedMistake)),
-                crash=self._crash(item, call, report),
+                crash=self._crash(item, call, report), order=self._order.get(item.nodeid, 0),
             ))
 
     def _crash(self, item, call, report):
@@ -240,13 +339,27 @@ class GradingPlugin:
             return
         if not call.excinfo.errisinstance(NamedMistake):
             return
+        self._insert_diagnosis(item, message_of(call.excinfo))
+
+    def _insert_diagnosis(self, item, message):
         grade_id = grade_id_of(item)
         result = CheckResult(grade_id=grade_id, name=item.name,
                              description=(item.function.__doc__ or item.name).strip().splitlines()[0],
-                             weight=0.0, passed=False, message=message_of(call.excinfo), named=True,
-                             diagnosis=True)
+                             weight=0.0, passed=False, message=message, named=True, diagnosis=True,
+                             order=self._order.get(item.nodeid, 0))
         first = next((i for i, r in enumerate(self.results) if r.grade_id == grade_id), len(self.results))
         self.results.insert(first, result)
+
+
+def _run_in_order(protocol, items):
+    for index, item in enumerate(items):
+        protocol(item, items[index + 1] if index + 1 < len(items) else None)
+
+
+def in_view_order(checks):
+    """A cell's checks as every view lists them: its diagnosis first, then the checks in the order
+    they were collected (hidden checks run last, but are listed where they stand)."""
+    return sorted(checks, key=lambda check: (not check.diagnosis, check.order))
 
 
 def quiet_consequences(checks):

@@ -45,7 +45,8 @@ def root_cause_once(cells, builds_on):
         cell = cells.get(grade_id)
         if cell is None or cell.fraction >= 1:
             continue
-        broken = [name for name in upstream if name in cells and cells[name].fraction < 1]
+        # (a cell with no checks in this view, all hidden until later, has not failed in it)
+        broken = [name for name in upstream if name in cells and cells[name].checks and cells[name].fraction < 1]
         if not broken:
             continue
         message = upstream_message(broken)

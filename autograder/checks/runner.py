@@ -5,7 +5,7 @@ folder (`exercises/<assignment>/checks/test_<cell>.py`), collected by pytest as
 `<assignment>.checks.test_<cell>`.
 """
 import contextlib
-import io
+import dataclasses
 import os
 import queue
 import secrets
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder.checks.plugin import GradingPlugin, quiet_consequences, withhold_unearned
+from autograder.checks.plugin import GradingPlugin, in_view_order, quiet_consequences, withhold_unearned
 
 CHECKS_INI = Path(__file__).resolve().parent / "checks_pytest.ini"
 
@@ -70,27 +70,34 @@ def _pytest_args(assignment, files):
             "-p", "no:terminal", "--assert=plain", "--capture=sys", "-W", "ignore"]
 
 
-def _by_cell(cells, checks):
+def by_cell(cells, checks):
+    """{grade id: CellResult} of one view's CheckResults: copies (each view judges its own), in
+    view order, fixed-inputs checks withheld and consequences quieted from this view's outcomes."""
     results = {cell: CellResult(cell) for cell in cells}
-    for check in checks:
-        results[check.grade_id].checks.append(check)
+    for check in in_view_order(checks):
+        results[check.grade_id].checks.append(dataclasses.replace(check))
     for result in results.values():
         withhold_unearned(quiet_consequences(result.checks))  # quiet first: a withheld check says why
     return results
 
 
+@dataclass
+class Views:
+    """One submission's check outcomes: `cells` the whole result ({grade id: CellResult}), and for
+    each level below the highest present (course/visibility.py) `levels[level]` = (its cells, the
+    submission's state then: checks/plugin.py `run_views`). With nothing hidden, `levels` is empty."""
+    cells: dict
+    levels: dict = field(default_factory=dict)
+
+
 def run_checks(assignment, student, cells=None, seed=None):
-    """{grade_id: CellResult} for the given grade cells (default: all)."""
-    cells = list(cells) if cells is not None else assignment.grade_ids()
+    """{grade_id: CellResult} for the given grade cells (default: all), from a session of its own."""
     seed = secrets.randbits(31) if seed is None else seed
-    plugin = GradingPlugin(assignment, student, seed)
-    log = io.StringIO()
-    with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log), _no_plugin_autoload():
-        code = pytest.main(_pytest_args(assignment, _check_files(assignment, cells)), plugins=[plugin])
-    if code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) or plugin.collect_errors:
-        details = "\n".join([*plugin.collect_errors, log.getvalue()])[-3000:]
-        raise ChecksBroken(f"the hidden checks did not run (pytest exit {int(code)}):\n{details}")
-    return _by_cell(cells, plugin.results)
+    session = CheckSession(assignment, cells)
+    try:
+        return session.run(student, seed)
+    finally:
+        session.close()
 
 
 class CheckSession:
@@ -124,16 +131,23 @@ class CheckSession:
 
     def run(self, student, seed):
         """{grade_id: CellResult}, like `run_checks(assignment, student, seed=seed)`."""
+        return self.run_views(student, seed).cells
+
+    def run_views(self, student, seed, levels=None):
+        """The Views of `student`'s outcomes; `levels(grade id, check name)` is each check's level
+        (course/visibility.py; None: all are shown), see plugin.GradingPlugin.run_views."""
         if self._thread is None:
             raise ChecksBroken("the check session is closed")
         if not self._thread.is_alive():  # the last run failed and ended its session
             self._start()
-        self._jobs.put((student, seed))
+        self._jobs.put((student, seed, levels))
         kind, detail = self._done.get()
         if kind != "ran":
             self._thread.join()  # pytest tears everything down; the next run starts afresh
             raise ChecksBroken(f"the hidden checks failed to run: {detail}")
-        return _by_cell(self.cells, detail)
+        results, views = detail
+        return Views(by_cell(self.cells, results),
+                     {level: (by_cell(self.cells, checks), state) for level, (checks, state) in views.items()})
 
     def close(self):
         if self._thread is not None and self._thread.is_alive():
@@ -162,14 +176,13 @@ class CheckSession:
         while (job := self._jobs.get()) is not None:
             self.plugin.begin(*job)
             try:
-                for index, item in enumerate(items):
-                    following = items[index + 1] if index + 1 < len(items) else None
-                    item.config.hook.pytest_runtest_protocol(item=item, nextitem=following)
+                self.plugin.run_views(items, lambda item, following: item.config.hook.pytest_runtest_protocol(
+                    item=item, nextitem=following))
             except BaseException as error:  # noqa: B036 (this session ends; the next run starts a new one)
                 self.plugin.begin(None, 0)
                 self._done.put(("failed", f"{type(error).__name__}: {error}"))
                 return
-            self._done.put(("ran", self.plugin.results))
+            self._done.put(("ran", (self.plugin.results, self.plugin.views)))
             self.plugin.begin(None, 0)  # drop the student: its sandbox is finished
 
 

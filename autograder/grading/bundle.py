@@ -20,12 +20,16 @@ from pathlib import Path
 
 import autograder
 from autograder.course import SETTINGS, copy_assignment
+from autograder.course.visibility import Visibility
 
 BUNDLE_SKIPS = ("corpus.toml", "examples.toml", "notebook.md")  # they change no grade (notebook.md via source)
 # Tables of assignment.toml that judge no answer: the late policy is applied to each result
 # afterwards, always from the current [late] table (runs/late.py), so editing it recomputes the
-# penalties without grading anyone again.
-SETTINGS_SKIPS = ("late", "service", "visibility")  # [service] and [visibility] say what students see, not how
+# penalties without grading anyone again. [service] says how students hand in. [visibility] (and
+# [service] visibility) count only by the split of the checks into levels they make: each level's
+# checks run after the ones below, and a result holds a view per level (course/visibility.py), so
+# a result made with another split is graded again.
+SETTINGS_SKIPS = ("late", "service", "visibility")
 
 
 def _files_digest(digest, root, paths):
@@ -43,6 +47,7 @@ def bundle_hash(assignment):
     settings = folder / SETTINGS
     _files_digest(digest, folder, (p for p in folder.rglob("*") if p.name not in BUNDLE_SKIPS and p != settings))
     digest.update(f"{SETTINGS}\0".encode() + hashlib.sha256(judging_settings(settings)).digest())
+    digest.update(b"levels\0" + Visibility.of(assignment).key().encode())
     for path in (assignment.solutions, assignment.source_notebook, assignment.release_notebook):
         _files_digest(digest, path.parent, [path])
     digest.update(engine_hash().encode())

@@ -17,6 +17,7 @@ from autograder.course import Course
 from autograder.record import GRADED, INVALID, CellError, CellScore, CheckOutcome, Result, cell_in_words
 from autograder.grading.sandbox import NoSandbox
 from autograder.checks.rootcause import consequences, missing_because_crashed, one_cause_per_cell, root_cause_once
+from autograder.course.visibility import Visibility
 from autograder.grading.selfcheck import PoisonedInterpreter
 from autograder.grading.notebook import (MAX_NOTEBOOK_BYTES, InvalidNotebook, Sanitized, grade_cells, read_notebook,
                                          sanitize, sha256)
@@ -95,6 +96,7 @@ class GradingWorker:
         torch.set_num_threads(1)
         keep_freed_memory()  # replies of many megabytes arrive all the time
         self.assignment = assignment
+        self.visibility = Visibility.of(assignment)  # checks hidden until the due date run last, in views
         self.source = nbformat.read(assignment.source_notebook, as_version=4)
         self.release = nbformat.read(assignment.release_notebook, as_version=4)
 
@@ -158,7 +160,8 @@ class GradingWorker:
                 student.lose(kind, first[1] if kind == "timeout" else None)
                 notes.append("the notebook did not finish running: " + student.lost)
             clock = time.perf_counter()
-            checks = self.checks.run(student, spec.seed)
+            views = self.checks.run_views(student, spec.seed, self.visibility.level if self.visibility.hides_any()
+                                          else None)
             timings["checks"] = round(time.perf_counter() - clock, 4)
         finally:
             ending, clean, memory = None, False, None
@@ -169,18 +172,19 @@ class GradingWorker:
                     timings["sandbox_cpu"] = round(sandbox.last_cpu, 4)
                 if sandbox.last_peak is not None:  # what its cgroup held at most: memory, files and all
                     timings["sandbox_peak_bytes"] = sandbox.last_peak
-        missing_because_crashed(checks, cell_errors)
-        one_cause_per_cell(checks)
-        root_cause_once(checks, self.assignment.builds_on)
-        consequences(checks)
-        if student.lost_kind == "died" and ending:
-            notes.append(f"how your code's process ended: {ending}")
-        if memory:
-            notes.append(memory)
-        elif student.lost and student.lost not in " ".join(notes):
-            notes.append(student.lost)
-        result = build_result(spec, base, points, checks, notes, cell_errors, started)
-        if report is not None and student.lost is None and clean:
+        builds_on = self.assignment.builds_on
+        whole = judge(views.cells, cell_errors, builds_on)
+        state = {"lost": student.lost, "lost_kind": student.lost_kind, "memory": memory}
+        result = build_result(spec, base, points, whole, ending_notes(notes, state, ending, student.fork_lost),
+                              cell_errors, started)
+        if self.visibility.hides_any():
+            result.visibility = self.visibility.key()
+            result.levels = sorted({self.visibility.level(cell, check.name) for cell, found in views.cells.items()
+                                    for check in found.checks})
+            result.views = [build_view(level, points, judge(cells, cell_errors, builds_on), views.cells,
+                                       ending_notes(notes, then, ending if then.get("lost_kind") else None))
+                            for level, (cells, then) in sorted(views.levels.items())]
+        if report is not None and student.lost is None and student.fork_lost is None and clean:
             result.reusable = REUSABLE
         return result
 
@@ -340,15 +344,62 @@ def _cell_report(reply, cells):
     return report
 
 
+def judge(cells, cell_errors, builds_on):
+    """One view's cells ({grade id: CellResult}) with one cause said once, consequences under
+    their cause, and a crash named where it explains a missing name (checks/rootcause.py)."""
+    missing_because_crashed(cells, cell_errors)
+    one_cause_per_cell(cells)
+    root_cause_once(cells, builds_on)
+    return consequences(cells)
+
+
+def ending_notes(notes, state, ending, fork_lost=None):
+    """`notes` and what a view says of how the submission's process fared: `state` is
+    SandboxStudent's then (lost, lost_kind, memory: its memory bound reached), `ending` how its
+    process ended; `fork_lost` what the fork of the checks hidden until the due date met."""
+    notes = list(notes)
+    if state.get("lost_kind") == "died" and ending:
+        notes.append(f"how your code's process ended: {ending}")
+    if state.get("memory"):
+        notes.append(state["memory"])
+    elif state.get("lost") and state["lost"] not in " ".join(notes):
+        notes.append(state["lost"])
+    if fork_lost and not state.get("memory"):
+        kind, message, how = fork_lost
+        notes.append(f"in the checks shown after the due date, {message}"
+                     + (f" (how it ended: {how})" if kind == "died" and how and how != "ok" else ""))
+    return notes
+
+
+def build_view(level, points, cells, whole, notes):
+    """The record.View at `level` of the cells judged at that level: each cell's points are the
+    share of its checks at that level (the weights of the whole result's checks make the whole)."""
+    from autograder.checks.runner import feedback_lines
+    from autograder.record import View
+
+    scores = []
+    for grade_id, cell_points in points.items():
+        total = sum(check.weight for check in whole[grade_id].checks)
+        here = cells[grade_id].checks
+        share = (lambda checks: round(cell_points * sum(c.weight for c in checks) / total, 2) if total else 0.0)
+        earned, out_of = share([c for c in here if c.passed]), share(here)
+        scores.append(CellScore(name=grade_id, score=min(earned, out_of), max_score=out_of,
+                                output="\n".join(feedback_lines(cells[grade_id], out_of)) if here else "",
+                                checks=[_outcome(c) for c in here]))
+    return View(level, scores, notes)
+
+
+def _outcome(check):
+    return CheckOutcome(name=check.name, description=check.description, passed=check.passed, weight=check.weight,
+                        message=check.message, crash=check.crash, because=getattr(check, "because", ""))
+
+
 def build_result(spec, base, points, checks, notes, cell_errors, started):
     from autograder.checks.runner import feedback_lines
 
     cells = [CellScore(name=grade_id, score=checks[grade_id].score(cell_points), max_score=cell_points,
                        output="\n".join(feedback_lines(checks[grade_id], cell_points)),
-                       checks=[CheckOutcome(name=c.name, description=c.description, passed=c.passed,
-                                            weight=c.weight, message=c.message, crash=c.crash,
-                                            because=getattr(c, "because", ""))
-                               for c in checks[grade_id].checks])
+                       checks=[_outcome(c) for c in checks[grade_id].checks])
              for grade_id, cell_points in points.items()]
     total = round(sum(cell.score for cell in cells), 2)
     output = [f"{base['student_id']}: {total:g} / {sum(points.values()):g} points"]

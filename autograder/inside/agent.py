@@ -172,17 +172,43 @@ def _seed(seed):
     torch.default_generator.manual_seed(seed)
 
 
-def _answer_probes(student, inbox, outbox, wire, StudentError):  # noqa: N803 (the class, bound early)
+def _answer_probes(student, inbox, outbox, wire, StudentError, sealed=False):  # noqa: N803 (the class, bound early)
     """Answer the grader's probe calls on `student` until it closes the socket. `wire` and
     `StudentError` were imported before the student's code ran, which could have replaced
-    what an import now would find."""
+    what an import now would find.
+
+    ("fork", [sealed]) comes with a socket of its own: a fork of this process answers the probes
+    that come on it until the grader closes it, and this one then says how the fork ended
+    ("joined"). What the fork did never comes back here: the grader asks the checks hidden until
+    the due date there, and a sealed fork (world.seal) answers the what-if runs of localisation,
+    which hand the reference's values to the student's code. ("seal",) seals this process itself,
+    when the what-ifs are the last questions it will be asked. What-ifs are refused anywhere else.
+    (inbox and outbox are the same socket.)"""
     while True:
         try:
             request = wire.load_request(wire.read_frame(inbox))
         except wire.WireError:
             return  # the grader is done with this submission
         method, args, kwargs = request
+        if method == "fork":
+            reply = _fork(student, inbox, bool(args and args[0]), wire, StudentError) if not sealed \
+                else ("refused", "a sealed process cannot fork")
+            wire.write_frame(outbox, wire.dump_reply(reply))
+            continue
+        if method == "seal":  # the last questions are what-ifs: this process seals itself for them
+            try:
+                if not sealed:
+                    from autograder.inside.world import seal
+
+                    seal(outbox)
+                sealed, reply = True, ("sealed",)
+            except Exception as error:  # noqa: BLE001 (the grader then runs no what-ifs)
+                reply = ("refused", f"{type(error).__name__}: {error}"[:300])
+            wire.write_frame(outbox, wire.dump_reply(reply))
+            continue
         try:
+            if method == "trace" and kwargs.get("trials") and not sealed:
+                raise StudentError("what-if runs are answered in a sealed fork only")
             reply = ("ok", getattr(student, method)(*args, **kwargs))
         except StudentError as error:
             reply = ("student_error", str(error))
@@ -193,6 +219,78 @@ def _answer_probes(student, inbox, outbox, wire, StudentError):  # noqa: N803 (t
         except Exception as error:
             payload = wire.dump_reply(("student_error", f"the answer could not be sent back ({type(error).__name__})"))
         wire.write_frame(outbox, payload)
+
+
+def _fork(student, channel, sealed, wire, StudentError):  # noqa: N803
+    """A fork of this process answering probes on the socket that came with the request; the
+    reply for this channel once it has ended: ("joined", how it ended) or ("refused", why)."""
+    import socket
+    import signal
+
+    carrier = socket.socket(fileno=os.dup(channel))
+    try:
+        _, fds, _, _ = socket.recv_fds(carrier, 1, 1)
+    except OSError as error:
+        return ("refused", f"no socket came with the request ({error})")
+    finally:
+        carrier.close()
+    if not fds:
+        return ("refused", "no socket came with the request")
+    theirs = fds[0]
+    others = _others() if sealed else ""
+    if others:  # what runs beside the sealed fork could watch it: no what-ifs then
+        os.close(theirs)
+        return ("refused", others)
+    # While a sealed fork holds the reference's values, nothing of the student's runs here: every
+    # signal waits (a handler of theirs would run now), and this thread waits in waitpid.
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, set(signal.valid_signals())) if sealed else None
+    try:
+        try:
+            pid = os.fork()
+        except OSError as error:  # the process bound, or memory
+            os.close(theirs)
+            return ("refused", f"it could not fork ({error.strerror})")
+        if pid == 0:
+            code = 0
+            try:
+                os.close(channel)  # the submission's own channel is this process's alone
+                if sealed:
+                    from autograder.inside.world import seal
+
+                    seal(theirs)
+                    signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+                wire.write_frame(theirs, wire.dump_reply(("forked",)))
+                _answer_probes(student, theirs, theirs, wire, StudentError, sealed=sealed)
+            except BaseException:
+                code = 1
+            os._exit(code)
+        os.close(theirs)
+        while True:
+            try:
+                _, status = os.waitpid(pid, 0)
+                break
+            except ChildProcessError:
+                return ("joined", "it could not be waited for")
+    finally:
+        if blocked is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+    return ("joined", "ok" if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0 else _describe_exit(status))
+
+
+def _others():
+    """Why this process is not alone in its world ("" when it is): another thread of its own, or
+    another process in its PID namespace, could watch a fork run."""
+    try:
+        threads = len(os.listdir("/proc/self/task"))
+        processes = [entry for entry in os.listdir("/proc") if entry.isdigit() and int(entry) != os.getpid()] \
+            if OWN_PID_NAMESPACE else _descendants()  # without a namespace of its own: what it started
+    except OSError as error:
+        return f"its processes cannot be listed ({error.strerror})"
+    if threads > 1:
+        return f"your code left {threads - 1} thread(s) running"
+    if processes:
+        return f"your code left {len(processes)} process(es) running"
+    return ""
 
 
 # -- the worker: forks children and cleans up after them --------------------------

@@ -114,9 +114,10 @@ def filter_program(machine=None):
     return program
 
 
-def install_filter():
-    """Refuse the syscalls in REFUSED for this process and all it starts. Irreversible."""
-    program = filter_program()
+def install_filter(program=None):
+    """Refuse the syscalls in REFUSED (or as `program` says) for this process and all it starts.
+    Irreversible; filters add up, the strictest answer wins."""
+    program = filter_program() if program is None else program
     if program is None:
         raise WorldError(errno.ENOSYS, f"no syscall filter for this machine ({platform.machine()})")
     raw = b"".join(struct.pack("HBBI", *instruction) for instruction in program)
@@ -128,6 +129,94 @@ def install_filter():
     fprog = Program(len(program), ctypes.cast(buffer, ctypes.c_void_p))
     _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
     _check(_libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0), "seccomp")
+
+
+# -- a sealed fork ----------------------------------------------------------------------------
+# A fork of the submission that is handed the reference's values (the what-if runs of value
+# localisation) must have no way to pass anything to the process it was forked from, whose later
+# answers a page may quote. `seal` closes every descriptor it inherited but its own channel to the
+# grader, unmaps shared memory, and adds a filter that refuses what could reach another process:
+# files (no open at all, no change to a path), System V IPC and message queues, sockets (abstract
+# Unix sockets are shared), signals to anyone but itself, other processes' priorities, limits and
+# memory placement, new programs and new processes (threads only). The parent waits meanwhile with
+# every signal blocked and nothing else running (agent.py checks), so nothing watches it either.
+_SEAL_NUMBERS = {
+    "x86_64": {"open": 2, "creat": 85, "openat": 257, "openat2": 437, "name_to_handle_at": 303,
+               "open_by_handle_at": 304, "rename": 82, "renameat": 264, "renameat2": 316, "unlink": 87,
+               "unlinkat": 263, "rmdir": 84, "mkdir": 83, "mkdirat": 258, "link": 86, "linkat": 265,
+               "symlink": 88, "symlinkat": 266, "mknod": 133, "mknodat": 259, "truncate": 76, "chmod": 90,
+               "fchmodat": 268, "fchmodat2": 452, "chown": 92, "fchownat": 260, "lchown": 94, "utime": 132,
+               "utimes": 235, "futimesat": 261, "utimensat": 280, "setxattr": 188, "lsetxattr": 189,
+               "removexattr": 197, "lremovexattr": 198, "socket": 41, "tkill": 200, "rt_sigqueueinfo": 129,
+               "rt_tgsigqueueinfo": 297, "pidfd_open": 434, "pidfd_send_signal": 424, "shmget": 29, "shmat": 30,
+               "shmctl": 31, "semget": 64, "semop": 65, "semctl": 66, "semtimedop": 220, "msgget": 68,
+               "msgsnd": 69, "msgrcv": 70, "msgctl": 71, "mq_open": 240, "mq_timedsend": 242, "mq_notify": 244,
+               "prctl": 157, "execve": 59, "execveat": 322, "fork": 57, "vfork": 58, "setpriority": 141,
+               "sched_setaffinity": 203, "sched_setscheduler": 144, "sched_setparam": 142, "sched_setattr": 314,
+               "ioprio_set": 251, "prlimit64": 302, "setrlimit": 160, "migrate_pages": 256, "move_pages": 279,
+               "kill": 62, "tgkill": 234, "clone": 56},
+    "aarch64": {"openat": 56, "openat2": 437, "name_to_handle_at": 264, "open_by_handle_at": 265,
+                "renameat": 38, "renameat2": 276, "unlinkat": 35, "mkdirat": 34, "linkat": 37, "symlinkat": 36,
+                "mknodat": 33, "truncate": 45, "fchmodat": 53, "fchmodat2": 452, "fchownat": 54, "utimensat": 88,
+                "setxattr": 5, "lsetxattr": 6, "removexattr": 14, "lremovexattr": 15, "socket": 198, "tkill": 130,
+                "rt_sigqueueinfo": 138, "rt_tgsigqueueinfo": 240, "pidfd_open": 434, "pidfd_send_signal": 424,
+                "shmget": 194, "shmat": 196, "shmctl": 195, "semget": 190, "semop": 193, "semctl": 191,
+                "semtimedop": 192, "msgget": 186, "msgsnd": 189, "msgrcv": 188, "msgctl": 187, "mq_open": 180,
+                "mq_timedsend": 182, "mq_notify": 184, "prctl": 167, "execve": 221, "execveat": 281,
+                "setpriority": 140, "sched_setaffinity": 122, "sched_setscheduler": 119, "sched_setparam": 118,
+                "sched_setattr": 274, "ioprio_set": 30, "prlimit64": 261, "setrlimit": 164, "migrate_pages": 238,
+                "move_pages": 239, "kill": 129, "tgkill": 131, "clone": 220},
+}
+SEALED_ONLY_SELF = ("kill", "tgkill")  # allowed when their first argument is the sealed process itself
+CLONE_THREAD = 0x00010000
+
+
+def sealed_program(own_pid, machine=None):
+    """The seccomp program of a sealed fork whose pid is `own_pid` (see above), or None."""
+    machine = machine or platform.machine()
+    numbers = _SEAL_NUMBERS.get(machine)
+    if numbers is None:
+        return None
+    deny = (_RET, 0, 0, _ERRNO | errno.EPERM)
+    program = [(_LD_W_ABS, 0, 0, 4), (_JEQ, 1, 0, _AUDIT_ARCH[machine]), deny, (_LD_W_ABS, 0, 0, 0)]
+    for name, number in numbers.items():
+        if name not in SEALED_ONLY_SELF and name != "clone":
+            program += [(_JEQ, 0, 1, number), deny]
+    for name in SEALED_ONLY_SELF:  # the low half of args[0] (a pid is an int), little-endian
+        program += [(_JEQ, 0, 4, numbers[name]), (_LD_W_ABS, 0, 0, 16), (_JEQ, 0, 1, own_pid),
+                    (_RET, 0, 0, _ALLOW), deny]
+    program += [(_JEQ, 0, 4, numbers["clone"]), (_LD_W_ABS, 0, 0, 16), (_JSET, 0, 1, CLONE_THREAD),
+                (_RET, 0, 0, _ALLOW), deny]
+    program.append((_RET, 0, 0, _ALLOW))
+    return program
+
+
+def seal(channel):
+    """Make this process (a fork of the submission) a sealed one that can talk only through the
+    descriptor `channel` (see above). Irreversible. Raises WorldError where it cannot be done."""
+    program = sealed_program(os.getpid())
+    if program is None:
+        raise WorldError(errno.ENOSYS, f"no syscall filter for this machine ({platform.machine()})")
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        if fd != channel:
+            os.dup2(null, fd)
+    keep = sorted({0, 1, 2, channel})
+    for low, high in zip(keep, keep[1:] + [None]):
+        os.closerange(low + 1, high if high is not None else 1 << 20)
+    _unmap_shared()
+    _libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    install_filter(program)
+
+
+def _unmap_shared():
+    """Unmap every shared mapping (memory another process may map too)."""
+    with open("/proc/self/maps") as maps:
+        shared = [line.split()[0] for line in maps if len(line.split()) > 1 and line.split()[1][3:4] == "s"]
+    _libc.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
+    for span in shared:
+        start, end = (int(part, 16) for part in span.split("-"))
+        _check(_libc.munmap(ctypes.c_void_p(start), ctypes.c_size_t(end - start)), "unmapping shared memory")
 
 
 # -- capabilities -------------------------------------------------------------------------

@@ -1,46 +1,24 @@
 """What a student may see of a result before the due date, and after it.
 
 Each check has a visibility, in Gradescope's words: `visible` (always shown), `after_due_date`
-(shown once the due date has passed) and `hidden` (never shown to students). The
-assignment's `[service] visibility` is the default; `[visibility]` sets it for a graded cell
-("ex3") or one check ("ex3::test_structure", its name without the case in brackets).
+(shown once the due date has passed) and `hidden` (never shown to students), kept by
+course/visibility.py, which gives each check a level (0, 1, 2).
 
-Before the due date a student's view is built from the shown checks alone: their
-descriptions, messages and points, and how many checks are hidden until when. Nothing of a
-hidden check (its title, message, values, points, or a total that would reveal them) is in
-it: the cell's own feedback text and the result's total are left out, since both are made
-from every check. After the due date the view is the whole result, as `autograder grade`'s
-feedback page shows it.
+A view is never a filter of words over the whole result: grading ran the checks of each level
+after every check below it, and recorded what a student may read at each level below the highest
+as if the higher ones never ran (record.View: its messages, diagnoses, consequences, withheld
+points and notes; checks/plugin.py). Before the due date a student sees the view at level 0,
+after it the view at level 1 (the whole result, unless some checks are the TA's alone), and how
+many checks are not shown yet. A result graded with another split into levels than the
+assignment's now (the settings changed) shows no feedback at all until it is graded again.
 """
 from dataclasses import dataclass, field
 
+from autograder.course.visibility import AFTER_DUE, HIDDEN, LEVELS, VISIBLE, Visibility, check_base  # noqa: F401
 from autograder.record import grouped_checks
 
-VISIBLE, AFTER_DUE, HIDDEN = "visible", "after_due_date", "hidden"
-
-
-def check_base(name):
-    """A check's name without its case: "test_output_shape[1-10]" -> "test_output_shape"."""
-    return name.split("[", 1)[0]
-
-
-class Visibility:
-    """Which checks a student may see, from an assignment's settings."""
-
-    def __init__(self, default=VISIBLE, table=None):
-        self.default, self.table = default, dict(table or {})
-
-    @classmethod
-    def of(cls, assignment):
-        config = assignment.config
-        return cls(config.service.visibility, config.visibility)
-
-    def of_check(self, cell, check):
-        return self.table.get(f"{cell}::{check_base(check)}", self.table.get(cell, self.default))
-
-    def shown(self, cell, check, due_passed):
-        word = self.of_check(cell, check)
-        return word == VISIBLE or (word == AFTER_DUE and due_passed)
+STALE = ("This attempt was graded before your course changed which checks it shows before the due date,"
+         " so its feedback cannot be shown now: hand it in again, or ask your TA to grade it again.")
 
 
 @dataclass
@@ -85,29 +63,37 @@ def student_view(result, visibility, due_passed, titles=None, owners=None):
     `titles`: {cell: title}; `owners`: {a cell's name: the graded cell it belongs to}, to put each
     error the student's code raised under its exercise (outputs/feedback.py's Layout)."""
     titles, owners = titles or {}, owners or {}
+    hiding = visibility.hides_any()
+    allowed = LEVELS[AFTER_DUE] if due_passed else LEVELS[VISIBLE]  # the highest level shown now
+    stale = hiding and result.visibility != visibility.key()
+    if stale:
+        seen, notes = {}, [STALE]
+    elif not hiding or max(result.levels, default=0) <= allowed:  # nothing above it ran: the whole result
+        seen, notes = {cell.name: cell for cell in result.cells}, list(result.notes)
+    else:
+        lower = [view for view in result.views if view.level <= allowed]
+        view = max(lower, key=lambda found: found.level) if lower else None  # none: nothing is shown yet
+        seen = {cell.name: cell for cell in view.cells} if view else {}
+        notes = list(view.notes) if view else []
     cells, hidden, until_due = [], 0, 0
     for cell in result.cells:
-        shown = [check for check in cell.checks if visibility.shown(cell.name, check.name, due_passed)]
-        total = sum(check.weight for check in cell.checks)
-        if len(shown) == len(cell.checks):
-            points, max_points = cell.score, cell.max_score
-        else:
-            share = (lambda checks: round(cell.max_score * sum(c.weight for c in checks) / total, 2) if total else 0.0)
-            points, max_points = share([c for c in shown if c.passed]), share(shown)
+        here = seen.get(cell.name)
+        shown = [check for check in (here.checks if here else [])
+                 if not hiding or visibility.level(cell.name, check.name) <= allowed]
         unseen = {c.description for c in cell.checks} - {c.description for c in shown}
-        hidden_here = len(unseen)
-        hidden += hidden_here
+        hidden += len(unseen)
         until_due += len({c.description for c in cell.checks if c.description in unseen
                           and visibility.of_check(cell.name, c.name) == AFTER_DUE})
+        points, max_points = (min(here.score, here.max_score), here.max_score) if here else (0.0, 0.0)
         cells.append(CellView(cell.name, titles.get(cell.name, cell.name), points, max_points, grouped_checks(shown),
-                              hidden_here))
+                              len(unseen)))
     by_cell = {cell.name: cell for cell in cells}
     loose = []
     for error in result.cell_errors:
         owner = by_cell.get(owners.get(error.cell))
         (owner.errors if owner else loose).append((error.cell, error.error))
-    complete = hidden == 0
+    complete = hidden == 0 and not stale
     score = result.score if complete else round(sum(c.points for c in cells), 2)
     max_score = result.max_score if complete else round(sum(c.max_points for c in cells), 2)
-    return StudentView(complete, result.status, cells, score, max_score, hidden, list(result.notes), loose,
+    return StudentView(complete, result.status, cells, score, max_score, hidden, notes, loose,
                        result.late_note, until_due)
