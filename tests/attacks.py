@@ -92,3 +92,55 @@ INODES = "import os\nn = 0\ntry:\n    while n < 1_500_000:\n        open(f'/tmp/
          "except OSError as error:\n    stopped = str(error)\n"
 
 
+
+
+# Logs every probe the grader makes and every value it is handed (the what-if runs' values are
+# the reference's), by wrapping the probe API in its own process, and keeps them where a later
+# answer can find them: in memory, and in a file. `report()` says all of it in one line, for an
+# error message the student reads. It must never hold a hidden check's probes in what is shown
+# before the due date, nor a what-if value anywhere.
+PROBE_LOGGER = """
+import hashlib as _hashlib, json as _json, sys as _sys
+_seen, _trials = [], []
+
+
+def _shape(value):
+    return list(value.shape) if hasattr(value, "shape") else type(value).__name__
+
+
+def _log(method, args, kwargs):
+    _seen.append([method, [_shape(a) for a in args], sorted(kwargs)])
+    for trial in kwargs.get("trials") or []:
+        for value in trial.values():
+            _trials.append(round(float(value.flatten()[0]), 4))
+            try:
+                with open("/tmp/leak.txt", "a") as leak:
+                    leak.write(f"{float(value.flatten()[0]):.4f} ")
+            except OSError:
+                pass
+
+
+def report():
+    try:
+        leaked = open("/tmp/leak.txt").read()
+    except OSError:
+        leaked = ""
+    digest = _hashlib.sha256(_json.dumps(_seen).encode()).hexdigest()[:12]
+    return f"seen {len(_seen)} probes, digest {digest}, trial values {_trials[:3]}, leaked file [{leaked[:40]}]"
+
+
+_probes = _sys.modules.get("autograder.inside.student")
+if _probes is not None:
+    for _name in [name for name in dir(_probes.NamespaceStudent) if not name.startswith("_")]:
+        _method = getattr(_probes.NamespaceStudent, _name)
+        if callable(_method):
+            def _logged(self, *args, _method=_method, _name=_name, **kwargs):
+                _log(_name, args, kwargs)
+                return _method(self, *args, **kwargs)
+            setattr(_probes.NamespaceStudent, _name, _logged)
+"""
+
+
+def reporting_forward(class_name, method="forward"):
+    """Code that makes `class_name`'s `method` raise what PROBE_LOGGER has seen so far."""
+    return f"\ndef _reporting(self, *args, **kwargs):\n    raise RuntimeError(report())\n\n{class_name}.{method} = _reporting\n"

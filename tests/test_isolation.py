@@ -154,10 +154,11 @@ def test_the_syscall_filter_refuses_tracing_keyrings_mounts_and_new_namespaces(b
 
 def test_a_filter_program_exists_for_each_architecture_the_grader_runs_on():
     for machine in ("x86_64", "aarch64"):
-        program = world.filter_program(machine)
-        assert program and len(program) < 4096  # the kernel's limit
-        assert all(0 <= jt < 256 and 0 <= jf < 256 for _, jt, jf, _ in program)
-    assert world.filter_program("sparc") is None
+        for program in (world.filter_program(machine), world.sealed_program(1234, machine)):
+            assert program and len(program) < 4096  # the kernel's limit
+            assert all(0 <= jt < 256 and 0 <= jf < 256 for _, jt, jf, _ in program)
+            assert len(program) - 1 + max(jt for _, jt, _, _ in program) >= 0
+    assert world.filter_program("sparc") is None and world.sealed_program(1, "sparc") is None
 
 
 def host_available():
@@ -324,3 +325,89 @@ def test_where_no_cgroup_can_be_made_the_ta_is_told_what_goes_uncounted(monkeypa
     monkeypatch.undo()
     if os.geteuid() == 0:  # here (and under CI) the grader is root: cgroups exist, no warning
         assert memory_bound_warning() is None
+
+
+# What a sealed fork (inside/world.py `seal`: the what-if runs of localisation) tries, to pass what
+# it holds (the reference's values) to the submission's own process. `escape()` runs in the fork.
+SEALED = LIBC + """
+import mmap, signal, socket, threading
+shared = mmap.mmap(-1, 4096)  # shared with every fork of this process, unless unmapped
+kept_open = open("/tmp/kept.txt", "w")  # a file the fork inherits open
+heard = []
+signal.signal(signal.SIGUSR1, lambda *args: heard.append("signal"))
+number = {"x86_64": %(x86)r, "aarch64": %(arm)r}[os.uname().machine]
+secret = "untouched"
+
+def attempt(what, action):
+    try:
+        action()
+        return f"{what}: done"
+    except BaseException as error:
+        return f"{what}: {type(error).__name__}"
+
+def escape():
+    global secret
+    secret = "changed in the fork"
+    me, parent = os.getpid(), 1
+    tried = [
+        attempt("write a new file", lambda: open("/tmp/leak.txt", "w").write("x")),
+        attempt("read a file", lambda: open("/etc/hostname").read()),
+        attempt("write an inherited file", lambda: (kept_open.write("leak"), kept_open.flush())),
+        attempt("signal the parent", lambda: os.kill(parent, signal.SIGUSR1)),
+        attempt("signal the group", lambda: os.kill(0, signal.SIGUSR1)),
+        attempt("System V message queue", lambda: (_ for _ in ()).throw(OSError()) if libc.syscall(number["msgget"], 0, 0o1600) < 0 else None),
+        attempt("abstract socket", lambda: socket.socket(socket.AF_UNIX).connect("\\0autograder-leak")),
+        attempt("fork", os.fork),
+        attempt("run a program", lambda: os.execv("/bin/true", ["true"])),
+        attempt("rename a folder", lambda: os.mkdir("/tmp/made")),
+        attempt("priority of the parent", lambda: os.setpriority(os.PRIO_PROCESS, parent, 5)),
+        attempt("a thread", lambda: threading.Thread(target=lambda: None).start()),
+    ]
+    return tried
+
+def touch_shared():
+    shared.write(b"leak")  # unmapped in a sealed fork: it ends there and then
+
+def state():
+    kept_open.flush()
+    return {"leak": os.path.exists("/tmp/leak.txt") or os.path.exists("/tmp/made"),
+            "kept": open("/tmp/kept.txt").read(), "shared": bytes(shared[:4]).decode(errors="replace"),
+            "queues": open("/proc/sysvipc/msg").read().count("\\n")}
+""" % {"x86": {**world._SYSCALLS["x86_64"], "msgget": 68}, "arm": {**world._SYSCALLS["aarch64"], "msgget": 186}}
+
+
+def test_a_sealed_fork_can_pass_nothing_back_to_the_submission(box):
+    """What-if runs hand the reference's values to the student's code: they run in a fork that ends
+    afterwards and cannot write a file, shared memory or an inherited descriptor, signal anyone but
+    itself, use System V IPC or sockets, fork or run a program (its shared memory is unmapped: a
+    touch ends it). The submission finds everything as it left it; threads still work in the fork,
+    as torch may need them."""
+    reply, student = run(box, SEALED)
+    assert reply[0] == "ran" and not reply[1][0]["error"], reply
+    assert box.probe("trace", ("escape", []), {"trials": [{0: None}]})[0] == "student_error"  # never outside a seal
+    assert box.open_fork(sealed=True) == ""
+    reply = box.probe("call", ("escape",), {})
+    assert box.close_fork() == ("joined", "ok")
+    assert reply[0] == "ok", reply
+    tried = dict(line.split(": ", 1) for line in reply[1])
+    assert tried.pop("a thread") == "done"
+    closed = {"write an inherited file", "System V message queue"}  # EBADF: closed; EPERM from libc's syscall()
+    assert tried == {what: "OSError" if what in closed else "PermissionError" for what in tried}, tried
+    assert box.open_fork(sealed=True) == ""
+    assert box.probe("call", ("touch_shared",), {})[0] == "died"
+    assert box.close_fork() == ("joined", "your code's process was killed by SIGSEGV (a crash)")
+    assert student.value("secret") == "untouched" and student.value("heard") == []
+    assert student.call("state") == {"leak": False, "kept": "", "shared": "\0\0\0\0", "queues": 1}
+    box.finish()
+    expect_a_normal_world(box)
+
+
+def test_no_sealed_fork_while_the_submission_left_a_thread_running(box):
+    """A thread of the student's left running could watch a sealed fork (its memory, its time): the
+    what-ifs are then not run at all, and the submission goes on as before."""
+    reply, student = run(box, "import threading, time\nthreading.Thread(target=time.sleep, args=(60,), daemon=True).start()")
+    assert reply[0] == "ran"
+    assert box.open_fork(sealed=True) == "your code left 1 thread(s) running"
+    box.fork = None
+    assert student.kind("time") == "other"  # the submission still answers
+    box.finish()

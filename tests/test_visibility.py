@@ -1,0 +1,121 @@
+"""Hidden means hidden: what a student reads before the due date is computed as if the checks
+hidden until then never ran, and before any of them runs (checks/plugin.py `run_views`).
+
+The checks of each visibility level (course/visibility.py) run after every check below it, the
+higher levels in a fork of the submission; the what-if runs of localisation, which hand the
+reference's values to the student's code, run sealed. These are security tests: they never skip
+under CI (conftest's `sandbox_required`).
+"""
+import json
+
+import nbformat
+import pytest
+
+from autograder.course import Course
+from autograder.course.visibility import Visibility
+from autograder.runs.batch import grade_batch
+from autograder.service.views import student_view
+
+from attacks import PROBE_LOGGER, reporting_forward
+from helpers import ASSIGNMENT, EXAMPLES, make_notebook, new_course, write
+
+needs_bwrap = pytest.mark.usefixtures("sandbox_required")
+SEED = 77
+HIDE = '\n[visibility]\n"ex3::test_reference_values" = "after_due_date"\n' \
+       '"ex3::test_canonical_seeded_values" = "after_due_date"\n"ex5" = "after_due_date"\n"ex8_model" = "hidden"\n'
+
+
+def course_hiding(tmp_path, name, hide=HIDE, change_hidden_check=False):
+    """A copy of the course whose causal_attention hides `hide`; with `change_hidden_check`, its hidden
+    check test_reference_values probes other shapes, more often."""
+    root = new_course(tmp_path / name)
+    assignment = Course(root).assignment(ASSIGNMENT)
+    settings = assignment.folder / "assignment.toml"
+    settings.write_text(settings.read_text() + hide)
+    if change_hidden_check:  # other shapes, and one probe more (the same cases, weights and words)
+        checks = assignment.checks / "test_ex3.py"
+        text = checks.read_text()
+        changed = text.replace('@pytest.mark.parametrize("tokens", [12, 5], ids=["full", "short"])',
+                               '@pytest.mark.parametrize("tokens", [11, 6], ids=["full", "short"])')
+        changed = changed.replace("    expect_reference_output(student, reference, NAME, (6, 4, 12), randn(rng, 3, tokens, 6)",
+                                  "    student.structure(student.new(NAME, (6, 4, 12)))\n"
+                                  "    expect_reference_output(student, reference, NAME, (6, 4, 12), randn(rng, 2, tokens, 6)")
+        assert changed.count("randn(rng, 2, tokens, 6)") == 1 and "[11, 6]" in changed
+        checks.write_text(changed)
+    return Course(root).assignment(ASSIGNMENT)
+
+
+def graded(assignment, notebooks, seed=SEED):
+    """{student: Result} of `notebooks` ({student: notebook}) graded in sandboxes by grade_batch."""
+    folder = assignment.course.root / "handed-in"
+    folder.mkdir(exist_ok=True)
+    for student, notebook in notebooks.items():
+        write(folder, student, notebook)
+    report = grade_batch(assignment, [folder], jobs=1, seed=seed)
+    return {result.student_id: result for result in report.results}
+
+
+def shown_text(result, assignment, due_passed):
+    """Everything a student reads of `result` now, as the service gives it (its JSON)."""
+    view = student_view(result, Visibility.of(assignment), due_passed)
+    return json.dumps({**view.to_json(), "errors": [e for c in view.cells for e in c.errors] + view.cell_errors},
+                      sort_keys=True)
+
+
+# ex1 wrong and shown (localised: its what-ifs carry the reference's values), ex3 wrong only where
+# the hidden checks look (scaled by sqrt(d_in): the shown checks use d_in == d_out), and the probe
+# logger reporting through the data set (shown: ex8_data) and the language model (for the TA: ex8_model).
+HOSTILE = {
+    "ex1_answer": [("qkt / math.sqrt(d_out)", "qkt")],
+    "ex3_answer": [("math.sqrt(self.d_out)", "math.sqrt(x.shape[-1])")],
+}
+
+
+def hostile_notebook():
+    return make_notebook(HOSTILE, after={"ex1_answer": PROBE_LOGGER,
+                                         "ex8_data_answer": reporting_forward("MyData", "__getitem__"),
+                                         "ex8_model_answer": reporting_forward("BadLM_V2")})
+
+
+@needs_bwrap
+def test_code_that_logs_every_probe_shows_nothing_of_a_hidden_check_before_the_due_date(tmp_path):
+    """The same submission, graded with a hidden check that probes other shapes (and more often),
+    reads exactly the same before the due date: nothing of the hidden checks' probes, of their count,
+    or of whether their diagnosis ran reached it. After the due date the hidden checks' reports
+    differ, so the logger's channel is real. No what-if value ever reaches the submission's own
+    process, in memory or in a file."""
+    first = course_hiding(tmp_path, "a")
+    other = course_hiding(tmp_path, "b", change_hidden_check=True)
+    mine, theirs = graded(first, {"eve": hostile_notebook()})["eve"], graded(other, {"eve": hostile_notebook()})["eve"]
+    before = shown_text(mine, first, due_passed=False)
+    assert before == shown_text(theirs, other, due_passed=False)
+    assert "seen " in before and "digest" in before  # the logger did report, through the language model
+    assert "sqrt(d_in)" not in before and "fix Exercise 3" not in before  # ex3's mistake is in hidden checks only
+    after = shown_text(mine, first, due_passed=True)
+    assert after == shown_text(theirs, other, due_passed=True)  # after the due date too: ex8_model is the TA's
+    assert "sqrt(d_in)" in after
+    whole = [json.dumps(result.to_json()) for result in (mine, theirs)]
+    assert whole[0] != whole[1]  # for the TA, the hidden checks' own reports differ: the logger's channel is real
+    for text in (before, after, *whole):
+        assert "trial values []" in text and "leaked file []" in text
+        assert "trial values [-" not in text and not any(f"trial values [{d}" in text for d in "0123456789")
+    ex1 = next(cell for cell in mine.views[0].cells if cell.name == "ex1")
+    assert any(check.name == "test_diagnosis" and "line" in check.message for check in ex1.checks)  # localised
+
+
+@needs_bwrap
+def test_after_the_due_date_the_result_is_the_one_graded_with_nothing_hidden(tmp_path):
+    """Views change what a student reads when, never the grade: the whole result of every example
+    student (and a crashing one) is the result graded with nothing hidden, check by check."""
+    plain = course_hiding(tmp_path, "plain", hide="")
+    hiding = course_hiding(tmp_path, "hiding")
+    notebooks = {name: make_notebook(edits) for name, edits in EXAMPLES.items() if edits is not None}
+    expected, found = graded(plain, notebooks), graded(hiding, notebooks)
+    for name in notebooks:
+        ours, theirs = found[name].without_timings(), expected[name].without_timings()
+        for record in (ours, theirs):
+            record["extra_data"].pop("visibility", None)
+            for key in ("answers_key", "path"):  # the course's split is in the key; each course its own folder
+                record["extra_data"].pop(key)
+        assert ours == theirs, name
+        assert found[name].views and found[name].views[0].level == 0
