@@ -119,3 +119,92 @@ def test_after_the_due_date_the_result_is_the_one_graded_with_nothing_hidden(tmp
                 record["extra_data"].pop(key)
         assert ours == theirs, name
         assert found[name].views and found[name].views[0].level == 0
+
+
+# -- every corpus answer, in this process (the views' logic; the forks are the tests above) ------
+def in_process(notebook, tag):
+    """The namespace a notebook's code cells leave, run here in order (each cell compiled under a
+    name of its own, as IPython does, so value localisation finds its lines), and the cells' errors
+    as a cell report's entries."""
+    import contextlib
+    import io
+    import linecache
+    import signal
+
+    namespace, errors = {"__name__": "__main__"}, []
+
+    def too_long(*args):
+        raise TimeoutError("too long")
+
+    previous = signal.signal(signal.SIGALRM, too_long)
+    try:
+        for index, cell in enumerate(notebook.cells):
+            if cell.cell_type != "code":
+                continue
+            name = f"<ipython-input-{index}-{tag}>"
+            linecache.cache[name] = (len(cell.source), None, cell.source.splitlines(True), name)
+            signal.alarm(30)
+            try:
+                with contextlib.redirect_stdout(io.StringIO()):
+                    exec(compile(cell.source, name, "exec"), namespace)
+            except Exception as error:  # noqa: BLE001 (a mistake of the answer's: recorded, and on)
+                errors.append({"cell": f"cell {index}", "error": f"{type(error).__name__}: {error}"})
+            finally:
+                signal.alarm(0)
+    finally:
+        signal.signal(signal.SIGALRM, previous)
+    return namespace, errors
+
+
+def said(cells):
+    """What a view says, check by check ({cell: [(check, passed, message, because)]}): its points aside."""
+    return {name: [(check.name, check.passed, check.message, check.because) for check in cell.checks]
+            for name, cell in cells.items()}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("assignment", ["causal_attention", "self_attention"])
+def test_every_corpus_mistake_hidden_where_it_is_wrong_reads_as_the_reference_before_the_due_date(assignment):
+    """For every mistake of the corpus, with the checks it fails hidden until the due date: before
+    the due date it reads exactly as the reference solution does with the same checks hidden (no
+    diagnosis, no withheld point, no consequence, no "fix Exercise N first", no note), and the whole
+    result is the one graded with nothing hidden. In this process: the views are computed alike in
+    a sandbox, and the tests above show what the forks add there."""
+    from autograder.authoring.corpus import load, notebook
+    from autograder.checks.runner import CheckSession
+    from autograder.grading.notebook import grade_cells
+    from autograder.grading.submission import judge
+    from autograder.inside.student import NamespaceStudent
+    from autograder.runs.batch import read_source
+    from helpers import COURSE
+
+    found = COURSE.assignment(assignment)
+    release = nbformat.read(found.release_notebook, as_version=4)
+    entries = [e for e in load(found, list(grade_cells(read_source(found)))) if e.outcome == "mistake"]
+    reference = in_process(nbformat.read(found.source_notebook, as_version=4), "reference")[0]
+    session, builds_on, seed = CheckSession(found), found.builds_on, 5
+    checked, unseen = 0, []
+    try:
+        for entry in entries:
+            answers = notebook(entry, release, found)
+            namespace, errors = in_process(answers, entry.name)
+            whole = judge(session.run_views(NamespaceStudent(namespace), seed).cells, errors, builds_on)
+            namespace, errors = in_process(answers, entry.name)  # afresh, as each grading starts (some keep state)
+            failing = {(cell, check.name.split("[")[0]) for cell, result in whole.items() for check in result.checks
+                       if not check.passed and not check.diagnosis}
+            if not failing:  # only a sandbox tells where a variable's value came from (test_corpus has these)
+                unseen.append(entry.name)
+                continue
+
+            def levels(cell, name, failing=failing):
+                return 1 if (cell, name.split("[")[0]) in failing else 0
+
+            views = session.run_views(NamespaceStudent(namespace), seed, levels)
+            theirs = session.run_views(NamespaceStudent(reference), seed, levels)
+            before = said(judge(views.levels[0][0], errors, builds_on))
+            assert before == said(judge(theirs.levels[0][0], [], builds_on)), entry.name
+            assert said(judge(views.cells, errors, builds_on)) == said(whole), entry.name
+            checked += 1
+    finally:
+        session.close()
+    assert checked + len(unseen) == len(entries) and checked > 50 and len(unseen) <= 3, unseen

@@ -10,13 +10,14 @@ due date, 2 for the TA alone; `GradingPlugin.run_views`), so that what a student
 level is made as if the checks of higher levels never ran, and before any of them runs. For each
 level present, lowest first:
 
-1. its checks (level 0 in the submission's own process; a higher level in a fork of it,
-   `student.forked()`, whose state never comes back);
+1. its checks: the lowest level in the submission's own process, each higher one in a fork of the
+   process the level below ran in (`student.forked()`: nothing it does comes back to that one, and
+   it starts from what the level below left, as a run with nothing hidden would);
 2. then every diagnosis of the levels so far, from the outcomes so far (what each found is kept:
-   it asks the submission its questions once), each asking its questions of the submission;
+   it asks the submission its questions once), each asking its questions of that process;
 3. then the diagnoses' what-if runs, which hand the reference's values to the student's code, so
    they run sealed (`student.what_ifs()`): in a fork that ends afterwards, or, after the highest
-   level, in the submission itself, sealed for its last questions.
+   level, in that process itself, sealed for its last questions.
 
 The outcomes after each level below the highest are that level's view (`views`). With nothing
 hidden there is one level, and one view: the whole result.
@@ -155,21 +156,21 @@ class GradingPlugin:
         checks = [item for item in items if not item.get_closest_marker("diagnosis")]
         diagnoses = [item for item in items if item.get_closest_marker("diagnosis")]
         levels = sorted(set(level_of.values()))
-        for level in levels:
-            own = [item for item in checks if level_of[item.nodeid] == level]
-            if level == levels[0]:
+        forked = getattr(self._student, "forked", None)  # a sandbox: a fork of the submission
+        with contextlib.ExitStack() as forks:
+            for level in levels:
+                own = [item for item in checks if level_of[item.nodeid] == level]
+                if level != levels[0]:
+                    if forked is not None:
+                        forks.enter_context(forked())
+                    self.results = [result for result in self.results if not result.diagnosis]  # said anew
                 _run_in_order(protocol, own)
-            else:
-                forked = getattr(self._student, "forked", None)  # a sandbox: a fork of the submission
-                with forked() if forked is not None else contextlib.nullcontext():
-                    _run_in_order(protocol, own)
-                self.results = [result for result in self.results if not result.diagnosis]  # said anew
-            _run_in_order(protocol, [item for item in diagnoses if level_of[item.nodeid] <= level])
-            self.finish_pending(last=level == levels[-1])
-            if level != levels[-1]:
-                state = getattr(self._student, "state_now", None)
-                self.views[level] = ([dataclasses.replace(result) for result in self.results],
-                                     state() if state is not None else {})
+                _run_in_order(protocol, [item for item in diagnoses if level_of[item.nodeid] <= level])
+                self.finish_pending(last=level == levels[-1])
+                if level != levels[-1]:
+                    state = getattr(self._student, "state_now", None)
+                    self.views[level] = ([dataclasses.replace(result) for result in self.results],
+                                         state() if state is not None else {})
 
     def _level(self, item):
         return 0 if self.levels is None else self.levels(grade_id_of(item), item.name)

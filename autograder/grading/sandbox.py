@@ -38,7 +38,7 @@ START_TIMEOUT = 120  # seconds for a cold sandbox to import torch
 # between the two clocks) decides what the student reads: the same on every machine.
 REPORT_GRACE = 1.5
 KEEP_INBOX = 32 * 2**20  # bytes of reply buffer kept between replies
-_ENDED = object()  # Sandbox.fork once the fork it names is gone
+_ENDED = object()  # in Sandbox.forks, a fork that is gone
 
 
 @dataclass
@@ -491,7 +491,7 @@ class Sandbox:
         self.last_clean = False  # whether the last submission ended with its sandbox found clean
         self.last_memory = None  # the student's words when the last submission reached its memory bound
         self.cgroup = None  # the running submission's (see cgroups.py)
-        self.fork = None  # the open fork's socket (`open_fork`), _ENDED once it is gone
+        self.forks = []  # the open forks' sockets, innermost last (`open_fork`); _ENDED for one gone
         self.inbox = bytearray()  # replies are read into this one buffer, reused
 
     # life cycle
@@ -653,9 +653,10 @@ class Sandbox:
         self._release_agent(remove=True)  # kept while the process that adopted it still holds it
 
     def _drop_channel(self):
-        if self.fork not in (None, _ENDED):
-            self.fork.close()
-            self.fork = _ENDED
+        for fork in self.forks:
+            if fork is not _ENDED:
+                fork.close()
+        self.forks = []
         if self.channel is not None:
             self.channel.close()
             self.channel = None
@@ -740,8 +741,8 @@ class Sandbox:
             return []
 
     def probe(self, method, args, kwargs):
-        """Ask the submission (or the fork of it that is open: `open_fork`) one probe."""
-        sock = self.channel if self.fork is None else self.fork
+        """Ask the submission (or the innermost fork of it that is open: `open_fork`) one probe."""
+        sock = self._top()
         if sock is None or sock is _ENDED:
             return ("gone", None)
         try:
@@ -752,6 +753,10 @@ class Sandbox:
                 return ("timeout", self.limits.timeout)
             # otherwise the child is gone; reading says how
         return self._from(sock)
+
+    def _top(self):
+        """The socket probes go to: the innermost open fork's, else the submission's own."""
+        return self.forks[-1] if self.forks else self.channel
 
     def _from_child(self):
         return self._from(self.channel)
@@ -767,57 +772,56 @@ class Sandbox:
             return ("died", None) if "closed" in str(error) else ("unreadable", str(error))
 
     def _drop(self, sock):
-        if sock is self.fork:
-            self.fork.close()
-            self.fork = _ENDED  # the fork's probes meet its end, never the submission's own channel
+        if sock in self.forks:
+            sock.close()
+            self.forks[self.forks.index(sock)] = _ENDED  # its probes meet its end, never another's channel
         else:
             self._drop_channel()
 
     # forks of the submission (inside/agent.py `_fork`)
     def open_fork(self, sealed=False):
-        """Ask the submission to fork: its probes go to the fork from now on, until `close_fork`.
-        A `sealed` fork (inside/world.py `seal`) answers what-if runs and can pass nothing back.
-        Returns "" when the fork answers, else why not (probes then meet "gone")."""
-        if self.channel is None:
-            self.fork = _ENDED
+        """Ask the process probes go to now (the submission, or the innermost open fork) to fork:
+        probes go to the new fork from now on, until `close_fork`. A `sealed` fork (inside/world.py
+        `seal`) answers what-if runs and can pass nothing back. Returns "" when the fork answers,
+        else why not (nothing is open then: probes go where they went)."""
+        parent = self._top()
+        if parent is None or parent is _ENDED:
             return "the submission's process had already ended"
         ours, theirs = _socket_pair()
         try:
-            wire.write_frame(self.channel.fileno(), wire.dump_request(("fork", [sealed], {})), deadline=self.deadline)
-            socket.send_fds(self.channel, [b"f"], [theirs.fileno()])
+            wire.write_frame(parent.fileno(), wire.dump_request(("fork", [sealed], {})), deadline=self.deadline)
+            socket.send_fds(parent, [b"f"], [theirs.fileno()])
         except (wire.WireError, OSError) as error:
             ours.close()
-            self._drop_channel()
-            self.fork = _ENDED
+            self._drop(parent)
             return f"the submission's process could not be asked ({error})"
         finally:
             theirs.close()
-        self.fork = ours
+        self.forks.append(ours)
         hello = self._from(ours)
         if hello and hello[0] == "forked":
             return ""
         why = self.close_fork()
-        self.fork = _ENDED
         return str(why[1]) if len(why) > 1 and type(why[1]) is str else f"it did not fork ({why[0]})"
 
     def seal(self):
-        """Have the submission seal itself for its last questions (what-ifs only from now on):
-        "" when it did, else why not (its probes then meet "gone")."""
+        """Have the process probes go to seal itself for its last questions (what-ifs only from now
+        on): "" when it did, else why not."""
         reply = self.probe("seal", (), {})
         if reply and reply[0] == "sealed":
             return ""
-        self.fork = _ENDED
         return str(reply[1]) if len(reply) > 1 and type(reply[1]) is str else f"it did not seal ({reply[0]})"
 
     def close_fork(self):
-        """End the open fork: the submission's word on how it ended, ("joined", "ok" or how it
-        ended) or ("refused", why), or how the submission itself was lost meanwhile."""
-        fork, self.fork = self.fork, None
-        if fork not in (None, _ENDED):
+        """End the innermost open fork: its parent's word on how it ended, ("joined", "ok" or how it
+        ended) or ("refused", why), or how the parent itself was lost meanwhile."""
+        fork = self.forks.pop()
+        if fork is not _ENDED:
             fork.close()  # the fork reads the end, and ends
-        if self.channel is None:
+        parent = self._top()
+        if parent is None or parent is _ENDED:
             return ("gone", None)
-        reply = self._from(self.channel)
+        reply = self._from(parent)
         return tuple(reply) if type(reply) in (list, tuple) and reply else ("unreadable", None)
 
     def finish(self):
@@ -954,8 +958,8 @@ class SandboxStudent:
         self.sandbox = sandbox
         self.lost = None  # why later probes cannot reach the submission (student-facing)
         self.lost_kind = None
-        self.fork_lost = None  # (kind, message, how it ended) when the fork of the hidden checks was lost
-        self._sealed = False
+        self.fork_lost = None  # (kind, message, how it ended) when a fork of the hidden checks was lost
+        self._sealed = self._unanswered = False
 
     def lose(self, kind, detail):
         self.lost_kind, self.lost = kind, lost_message(kind, detail)
@@ -966,17 +970,15 @@ class SandboxStudent:
 
     @contextlib.contextmanager
     def forked(self):
-        """Probes inside go to a fork of the submission, whose state never comes back to it (the
-        checks hidden until the due date run there, after everything shown). Where it cannot fork
-        (a process bound reached), they go to the submission itself: nothing shown is asked after."""
+        """Probes inside go to a fork of the process they went to, whose state never comes back to it
+        (the checks of a higher visibility level run there, after every check below it; see
+        checks/plugin.py). Forks nest. Where it cannot fork (a process bound reached), they go where
+        they went: nothing a lower level shows is asked afterwards."""
         if self.lost:
             yield
             return
         why = self.sandbox.open_fork(sealed=False)
         if why:
-            self.sandbox.fork = None  # nothing is shown afterwards: ask the submission itself
-            if self.sandbox.channel is None:
-                self.lose("gone", None)
             yield
             return
         saved = self.lost, self.lost_kind
@@ -986,32 +988,29 @@ class SandboxStudent:
             lost = self.lost_kind, self.lost
             ending = self.sandbox.close_fork()
             self.lost, self.lost_kind = saved
-            if lost[1]:
+            if lost[1] and self.fork_lost is None:  # the innermost loss: where the checks stopped
                 self.fork_lost = (lost[0], lost[1], ending[1] if len(ending) > 1 and type(ending[1]) is str else "")
-            if ending[0] not in ("joined", "refused"):  # the submission itself is gone now
+            if ending[0] not in ("joined", "refused"):  # the process it was forked from is gone too
                 self.lose(ending[0], ending[1] if len(ending) > 1 else None)
 
     @contextlib.contextmanager
     def what_ifs(self, last=False):
-        """The what-if runs of localisation inside go to a sealed fork of the submission, which can
-        pass nothing back and ends afterwards: the reference's values they carry never reach the
-        submission's own process. When they are the `last` questions it will be asked, the submission
-        seals itself instead (a fork would cost its time for nothing: no student code runs after).
-        Where it cannot, they go unanswered."""
+        """The what-if runs of localisation inside go to a sealed fork of the process probes go to,
+        which can pass nothing back and ends afterwards: the reference's values they carry never
+        reach a process that answers later. When they are the `last` questions that process will be
+        asked, it seals itself instead (a fork would cost its time for nothing). Where neither can
+        be done, they go unanswered."""
         if self.lost:
             yield
             return
         saved = self.lost, self.lost_kind
         why = self.sandbox.seal() if last else self.sandbox.open_fork(sealed=True)
-        self._sealed = True
+        self._sealed, self._unanswered = True, bool(why)
         try:
-            yield  # (where the submission is gone, each what-if meets "gone", unanswered)
+            yield
         finally:
-            self._sealed = False
-            if last or why:
-                self.sandbox.fork, ending = None, ("sealed" if last else "refused", why)
-            else:
-                ending = self.sandbox.close_fork()
+            self._sealed = self._unanswered = False
+            ending = ("sealed" if last else "refused", why) if last or why else self.sandbox.close_fork()
             self.lost, self.lost_kind = saved  # a what-if that ended the process costs the student nothing
             if ending[0] not in ("joined", "refused", "sealed"):
                 self.lose(ending[0], ending[1] if len(ending) > 1 else None)
@@ -1021,7 +1020,7 @@ class SandboxStudent:
 
         if self.lost:
             raise StudentError(self.lost)
-        if self._sealed != (method == "trace" and bool(kwargs.get("trials"))):
+        if self._sealed != (method == "trace" and bool(kwargs.get("trials"))) or self._unanswered:
             # what-if runs only in the sealed fork, and nothing else there: what a page quotes is
             # never what a process with the reference's values said
             raise StudentError("this question is not asked here")

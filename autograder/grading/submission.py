@@ -356,7 +356,11 @@ def judge(cells, cell_errors, builds_on):
 def ending_notes(notes, state, ending, fork_lost=None):
     """`notes` and what a view says of how the submission's process fared: `state` is
     SandboxStudent's then (lost, lost_kind, memory: its memory bound reached), `ending` how its
-    process ended; `fork_lost` what the fork of the checks hidden until the due date met."""
+    process ended; `fork_lost` (kind, message, how it ended) what a fork of it met, where the
+    checks of a higher visibility level ran (said as a run with nothing hidden would say it)."""
+    if fork_lost and not state.get("lost"):
+        state = {**state, "lost_kind": fork_lost[0], "lost": fork_lost[1]}
+        ending = fork_lost[2] if fork_lost[2] != "ok" else ending
     notes = list(notes)
     if state.get("lost_kind") == "died" and ending:
         notes.append(f"how your code's process ended: {ending}")
@@ -364,10 +368,6 @@ def ending_notes(notes, state, ending, fork_lost=None):
         notes.append(state["memory"])
     elif state.get("lost") and state["lost"] not in " ".join(notes):
         notes.append(state["lost"])
-    if fork_lost and not state.get("memory"):
-        kind, message, how = fork_lost
-        notes.append(f"in the checks shown after the due date, {message}"
-                     + (f" (how it ended: {how})" if kind == "died" and how and how != "ok" else ""))
     return notes
 
 

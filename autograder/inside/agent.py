@@ -241,9 +241,9 @@ def _fork(student, channel, sealed, wire, StudentError):  # noqa: N803
     if others:  # what runs beside the sealed fork could watch it: no what-ifs then
         os.close(theirs)
         return ("refused", others)
-    # While a sealed fork holds the reference's values, nothing of the student's runs here: every
-    # signal waits (a handler of theirs would run now), and this thread waits in waitpid.
-    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, set(signal.valid_signals())) if sealed else None
+    # While a fork runs, nothing of the student's runs here: every signal waits (a handler of theirs
+    # would run now), and this thread waits in waitpid. The fork has the signals as they were.
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, set(signal.valid_signals()))
     try:
         try:
             pid = os.fork()
@@ -258,7 +258,7 @@ def _fork(student, channel, sealed, wire, StudentError):  # noqa: N803
                     from autograder.inside.world import seal
 
                     seal(theirs)
-                    signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+                signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
                 wire.write_frame(theirs, wire.dump_reply(("forked",)))
                 _answer_probes(student, theirs, theirs, wire, StudentError, sealed=sealed)
             except BaseException:
@@ -272,25 +272,40 @@ def _fork(student, channel, sealed, wire, StudentError):  # noqa: N803
             except ChildProcessError:
                 return ("joined", "it could not be waited for")
     finally:
-        if blocked is not None:
-            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
     return ("joined", "ok" if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0 else _describe_exit(status))
 
 
 def _others():
-    """Why this process is not alone in its world ("" when it is): another thread of its own, or
-    another process in its PID namespace, could watch a fork run."""
+    """Why this process is not alone in its world ("" when it is): a thread of its own, another
+    process in its PID namespace, or a thread beside one of the forks it was forked from (each
+    waits for its fork with every signal blocked) could watch a fork run."""
     try:
-        threads = len(os.listdir("/proc/self/task"))
-        processes = [entry for entry in os.listdir("/proc") if entry.isdigit() and int(entry) != os.getpid()] \
-            if OWN_PID_NAMESPACE else _descendants()  # without a namespace of its own: what it started
+        if len(os.listdir("/proc/self/task")) > 1:
+            return f"your code left {len(os.listdir('/proc/self/task')) - 1} thread(s) running"
+        ancestors = _ancestors() if OWN_PID_NAMESPACE else set()
+        others = [int(entry) for entry in os.listdir("/proc") if entry.isdigit() and int(entry) != os.getpid()] \
+            if OWN_PID_NAMESPACE else sorted(_descendants())  # without a namespace of its own: what it started
+        strangers = [pid for pid in others if pid not in ancestors]
+        if strangers:
+            return f"your code left {len(strangers)} process(es) running"
+        busy = [pid for pid in ancestors if len(os.listdir(f"/proc/{pid}/task")) > 1]
+        if busy:
+            return "your code left threads running"
     except OSError as error:
         return f"its processes cannot be listed ({error.strerror})"
-    if threads > 1:
-        return f"your code left {threads - 1} thread(s) running"
-    if processes:
-        return f"your code left {len(processes)} process(es) running"
     return ""
+
+
+def _ancestors():
+    """The processes this one was forked from, in its PID namespace."""
+    found, pid = set(), os.getpid()
+    while pid > 1:
+        with open(f"/proc/{pid}/stat") as stat:
+            pid = int(stat.read().rsplit(")", 1)[1].split()[1])
+        if pid > 0:
+            found.add(pid)
+    return found
 
 
 # -- the worker: forks children and cleans up after them --------------------------
