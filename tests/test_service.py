@@ -22,7 +22,7 @@ from service_helpers import (issue_tokens, multipart, notebook_bytes, request, s
                              wait_graded)
 
 ASSIGNMENT = "causal_attention"
-STUDENTS = ["ada", "ben", "cy", "dee", "eve", "fay", "gus", "hal", "ivy", "jo", *(f"c{i}" for i in range(12))]
+STUDENTS = ["ada", "ben", "cy", "dee", "eve", "fay", "gus", "hal", "ivy", "jo", "kim", *(f"c{i}" for i in range(12))]
 SETTINGS = """
 [late]
 due = 2099-01-01T00:00:00Z
@@ -109,6 +109,38 @@ def test_hidden_checks_leave_no_trace_before_the_due_date(served, notebooks):
     assert done["hidden_until"].startswith("2099-01-01") and done["score"] < graded_result(served.course, "ben")["score"]
     assert "not shown until the due date, 2099-01-01 00:00 UTC" in " ".join(page.split())
     assert "checks are for your TA only" in " ".join(page.split())
+
+
+def test_code_that_logs_every_probe_reads_through_the_service_what_grading_recorded_for_before_the_due_date(
+        served):
+    """The probe logger (tests/attacks.py) reports what it has seen through a shown check (the data
+    set) and a check for the TA alone (the language model). A student reads the view grading
+    recorded for before the due date, as it is: none of the hidden checks' words, and no what-if
+    value, in the API, the listing or the page."""
+    from autograder.course import Course
+    from autograder.record import Result
+    from autograder.service.views import Visibility, student_view
+    from test_visibility import hostile_notebook
+
+    status, answer = submit(served, "kim", notebook_bytes(hostile_notebook()))
+    assert status == 202, answer
+    done = wait_graded(served, "kim", answer["id"])
+    result = Result.from_json(json.loads((served.course / "service" / "results" / ASSIGNMENT / f"{answer['id']}.json")
+                                         .read_text()))
+    assert [view.level for view in result.views] == [0, 1] and result.levels == [0, 1, 2]
+    expected = student_view(result, Visibility.of(Course(served.course).assignment(ASSIGNMENT)), due_passed=False)
+    shown = json.loads(json.dumps(expected.to_json()))
+    for exercise in shown["exercises"]:
+        exercise["title"] = next(e["title"] for e in done["feedback"]["exercises"] if e["cell"] == exercise["cell"])
+    assert done["feedback"] == shown
+    secrets_ = hidden_texts(result.to_json())
+    _, page, _ = request(done["feedback_url"], cookie=login(served, "kim"))
+    _, listing, _ = request(f"{served.base}/api/assignments/{ASSIGNMENT}/submissions", served.tokens["kim"])
+    for text in (json.dumps(done), json.dumps(listing), page):
+        leaked = [secret for secret in secrets_ if secret in text or json.dumps(secret)[1:-1] in text]
+        assert not leaked, leaked
+        assert "trial values [-" not in text and not any(f"trial values [{d}" in text for d in "0123456789")
+    assert "seen " in json.dumps(done) and "trial values []" in json.dumps(done)  # the logger spoke, of nothing hidden
 
 
 def test_an_identical_resubmission_is_answered_at_once_and_counts(served, notebooks):
