@@ -64,7 +64,7 @@ def test_corpus_is_large_enough_and_covers_every_exercise(assignment):
 def test_entry_is_graded_as_expected_with_every_seed(corpus_runs, assignment, entry):
     """Mistakes lose points on their exercise with feedback that names them; alternatives get full marks."""
     for label, (report, _) in corpus_runs(assignment).items():
-        assert judge(entry, report.results[entry.name]) == [], f"seed {label}"
+        assert judge(entry, report.results[entry.name], COURSE.assignment(assignment).builds_on) == [], f"seed {label}"
 
 
 @pytest.mark.slow

@@ -174,10 +174,12 @@ def write_submissions(assignment, entries, folder):
         nbformat.write(notebook(entry, release_nb, assignment), folder / f"{entry.name}.ipynb")
 
 
-def judge(entry, result):
+def judge(entry, result, builds_on=None):
     """What is wrong with how `result` treats `entry` ([] when it is right): the points, and
     the diagnostic of entries written for the corpus (public code's naming is scored by
-    `diagnose` instead)."""
+    `diagnose` instead). A cell that builds on the entry's exercise (`builds_on`, the
+    assignment's) may lose points too when all it says is to fix that exercise first: a variable
+    made with a wrong class is wrong too (its values are checked), and says so."""
     if result.status != GRADED:
         return [f"was not graded: {result.output}"]
     tests = {cell.name: cell for cell in result.cells}
@@ -193,9 +195,17 @@ def judge(entry, result):
             problems += [f"caught, but the feedback does not say /{regex}/: {_failures(tests[cell])}"
                          for regex in regexes if not re.search(regex, _failures(tests[cell]))]
     for name in lost:
-        if name not in expected and name not in entry.also:
+        broken = {entry.exercise, *expected, *entry.also}
+        cascade = broken & set((builds_on or {}).get(name, ())) and _says_upstream(tests[name])
+        if name not in expected and name not in entry.also and not cascade:
             problems.append(f"also lost points on {name}: {_failures(tests[name])}")
     return problems
+
+
+def _says_upstream(cell):
+    """Whether all a cell's failing checks say is "fix Exercise N first" (once; the rest quiet)."""
+    messages = [check.message for check in cell.checks if not check.passed and check.message]
+    return bool(messages) and all(UPSTREAM.search(message) for message in messages)
 
 
 def diagnose(entry, result, builds_on=None):

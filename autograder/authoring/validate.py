@@ -305,7 +305,7 @@ def summarize(assignment, seed, cells, entries, results, seconds, builds_on=None
         result = results.get(entry.name)
         if entry.outcome == "mistake":
             diagnoses[entry.name] = diagnose(entry, result, builds_on)
-        found = judge(entry, result) if result else ["no result"]
+        found = judge(entry, result, builds_on) if result else ["no result"]
         rival = results.get(entry.no_better_than)
         if result and rival and result.score > rival.score:
             found.append(f"scores {result.score:g}, more than {entry.no_better_than} ({rival.score:g}),"

@@ -944,8 +944,8 @@ def _running(pid):
 
 # -- the student proxy -------------------------------------------------------------
 PROBES = ("kind", "value", "call", "call_with_modules", "new", "build", "structure", "parameters", "buffers",
-          "load_parameters", "forward", "vjp", "meta_forward", "sequence", "iterate", "origin", "replay",
-          "trace")
+          "load_parameters", "forward", "vjp", "meta_forward", "sequence", "iterate", "origin", "recorded_call",
+          "replay", "trace")
 
 
 MAX_ERROR_TEXT = 2000  # characters of an error text from the sandbox that the grader reads
@@ -1050,9 +1050,32 @@ def lost_message(kind, detail):
     return "your code sent back something that is not plain data (tensors, numbers, strings)."
 
 
+def _origin(answer):
+    """`origin`'s answer as the grader may believe it: the sandbox watches every module call, so
+    "not watched" (what in-process grading says) is a claim of the student's code, and counts as
+    "not found"; so does an answer that is not of origin's form."""
+    found = answer if type(answer) is dict else {}
+    if found.get("watched") is not True or found.get("found") is not True:
+        return {"watched": True, "found": False}
+    inputs = found.get("inputs")
+    if (type(found.get("handle")) is not str or type(found.get("type")) is not str
+            or type(found.get("is_class")) is not bool or type(inputs) is not list
+            or not all(type(shape) is list and all(type(n) is int for n in shape) for shape in inputs)):
+        return {"watched": True, "found": False}
+    return {"watched": True, "found": True, "handle": found["handle"], "type": found["type"],
+            "is_class": found["is_class"], "inputs": inputs, "training": found.get("training") is True,
+            "changed": found.get("changed") is True}
+
+
+CHECKED = {"origin": _origin}  # probes whose answer is a claim, checked before a check reads it
+
+
 def _make_probe(method):
+    check = CHECKED.get(method)
+
     def probe(self, *args, **kwargs):
-        return self._probe(method, args, kwargs)
+        answer = self._probe(method, args, kwargs)
+        return check(answer) if check is not None else answer
 
     probe.__name__ = method
     probe.__doc__ = f"`NamespaceStudent.{method}`, answered in the sandbox."

@@ -173,7 +173,7 @@ class GradingWorker:
                 if sandbox.last_peak is not None:  # what its cgroup held at most: memory, files and all
                     timings["sandbox_peak_bytes"] = sandbox.last_peak
         builds_on = self.assignment.builds_on
-        whole = judge(views.cells, cell_errors, builds_on)
+        whole = explained(views.cells, cell_errors, builds_on)
         state = {"lost": student.lost, "lost_kind": student.lost_kind, "memory": memory}
         result = build_result(spec, base, points, whole, ending_notes(notes, state, ending, student.fork_lost),
                               cell_errors, started)
@@ -181,7 +181,7 @@ class GradingWorker:
             result.visibility = self.visibility.key()
             result.levels = sorted({self.visibility.level(cell, check.name) for cell, found in views.cells.items()
                                     for check in found.checks})
-            result.views = [build_view(level, points, judge(cells, cell_errors, builds_on), views.cells,
+            result.views = [build_view(level, points, explained(cells, cell_errors, builds_on), views.cells,
                                        ending_notes(notes, then, ending if then.get("lost_kind") else None))
                             for level, (cells, then) in sorted(views.levels.items())]
         if report is not None and student.lost is None and student.fork_lost is None and clean:
@@ -344,7 +344,7 @@ def _cell_report(reply, cells):
     return report
 
 
-def judge(cells, cell_errors, builds_on):
+def explained(cells, cell_errors, builds_on):
     """One view's cells ({grade id: CellResult}) with one cause said once, consequences under
     their cause, and a crash named where it explains a missing name (checks/rootcause.py)."""
     missing_because_crashed(cells, cell_errors)

@@ -288,6 +288,18 @@ class NamespaceStudent:
                 "inputs": [list(a.shape) for a in list(args) + list(kwargs.values()) if isinstance(a, torch.Tensor)],
                 "training": bool(training), "changed": version is not None and _version(value) != version}
 
+    def recorded_call(self, handle, rows=None):
+        """The call behind `origin`'s handle, as plain data for the grader to make again on its own
+        side: its tensor inputs (their `rows` of the first dimension, or whole), their whole
+        shapes, whether it ran in training mode, and the random state before it (training only)."""
+        _, _, args, kwargs, training, state, _ = self._made[handle]
+        tensors = [item for item in list(args) + list(kwargs.values()) if isinstance(item, torch.Tensor)]
+        if rows is not None:
+            tensors = [tensor[[int(row) for row in rows]] if tensor.dim() else tensor for tensor in tensors]
+        return {"inputs": [to_plain(tensor, "an input") for tensor in tensors],
+                "shapes": [list(item.shape) for item in list(args) + list(kwargs.values()) if isinstance(item, torch.Tensor)],
+                "training": bool(training), "random_state": None if state is None else to_plain(state)}
+
     def replay(self, handle):
         """The call behind `origin`'s handle made again: the same module, inputs, mode and
         random state (so dropout drops the same weights)."""

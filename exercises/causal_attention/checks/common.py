@@ -1,8 +1,8 @@
 """Shared trusted-side steps for the `causal_attention` hidden checks."""
 import torch
 
-from autograder.checks import randn
-from autograder.checks import (all_finite, close, expect_tensor, fail, listed,
+from autograder.checks import randn, reference_module
+from autograder.checks import (all_finite, close, expect_tensor, fail, listed, max_difference,
                                         name_mistake, no_known_mistake,
                                         shape_text, short)
 
@@ -47,9 +47,46 @@ def diagnose_weights(got, expected, what, variants=()):
     no_known_mistake(got, expected, what)  # where it differs, never a list of guesses
 
 
+QUERIES_AND_KEYS = {"queries": "W_query.weight", "keys": "W_key.weight"}
+
+
+def expect_attends(student, handle, x, other, what):
+    """The output depends on what the exercise says it depends on: the input (`x` and `other` give
+    different outputs) and, in attention, the queries' and the keys' weights. A property (no future
+    leak, moving with the model) earns nothing for an output that does not: zeros, noise, zeros
+    times the right answer, or a plain average of the values."""
+    before = expect_tensor(student.forward(handle, x), "The output", finite=False)
+    if torch.allclose(before, expect_tensor(student.forward(handle, other), "The output", finite=False), atol=1e-6,
+                      equal_nan=True):
+        fail(f"{what}: the output does not depend on the input (another input gives the same output), so there is"
+             " nothing for this check to judge. Compute it from x: queries, keys and values, the masked attention"
+             " weights, then weights @ values.", named=True)
+    parameters = {name: value.clone() for name, value in student.parameters(handle).items()}  # (in-process: shared)
+    unused = []
+    for role, ending in QUERIES_AND_KEYS.items():
+        names = sorted(name for name in parameters if name == ending or name.endswith("." + ending))
+        if not names:
+            continue  # no such weights: the structure checks say so
+        student.load_parameters(handle, {name: parameters[name] * 2 + 0.5 for name in names})
+        after = expect_tensor(student.forward(handle, x), "The output", finite=False)
+        student.load_parameters(handle, {name: parameters[name] for name in names})
+        if torch.allclose(before, after, atol=1e-6, equal_nan=True):
+            unused.append((role, ending.split(".")[0]))
+    if len(unused) == 2:
+        fail(f"{what}: the output stays the same when the weights of both W_query and W_key change, so the"
+             " attention weights " + IGNORES_QK, named=True)
+    if unused:
+        (role, layer), = unused
+        fail(f"{what}: the output stays the same when the weights of {layer} change, so the {role} are not"
+             f" computed with {layer} (or not used): {role} = self.{layer}(x), and the scores"
+             " queries @ keys.transpose(...).")  # not named: a diagnosis may say where, and what else
+
+
 def expect_no_leak(student, handle, x, make_later, what):
     """Changing tokens after position t must leave outputs up to t unchanged,
-    and gradients of early outputs w.r.t. later inputs must be zero."""
+    and gradients of early outputs w.r.t. later inputs must be zero; and the output must depend
+    on the input and the queries and keys at all (`expect_attends`)."""
+    expect_attends(student, handle, x, make_later(x), what)
     n = x.shape[1]
     t = n // 2
     changed = x.clone()
@@ -107,9 +144,11 @@ def expect_mask_buffer(student, handle, structure, class_name, context_length):
              " torch.tril(torch.ones(context_length, context_length)).")
 
 
-def expect_moves_to_meta(student, handle, x, class_name, out_shape):
-    """After .to('meta') everything is on meta and forward creates nothing on the CPU."""
+def expect_moves_to_meta(student, handle, x, class_name, out_shape, other=None):
+    """After .to('meta') everything is on meta and forward creates nothing on the CPU; and on the
+    CPU the output depends on the input (`other` gives another output) and the queries and keys."""
     student.forward(handle, x)  # code that fails on the CPU too has no device problem to name
+    expect_attends(student, handle, x, x * -1.5 + 1 if other is None else other, f"Your {class_name}")
     report = student.meta_forward(handle, x)
     if not report["moved"]:
         fail(f"Your {class_name} could not be moved with .to('meta'): {short(report['error'], 300)}")
@@ -152,9 +191,11 @@ def random_scores(rng, shape):
     return randn(rng, *shape) * 4, d_out
 
 
-def expect_embeddings(student, name, shape, class_name, input_shape):
-    """A notebook variable holding the output of the notebook's `class_name` on a random batch
-    of `input_shape`: traced to the module call that made it, and that call made again."""
+def expect_embeddings(student, reference, rng, name, shape, class_name, args, input_shape):
+    """A notebook variable holding the output of the notebook's `class_name(*args)` on a random batch
+    of `input_shape`: traced to the module call that made it, and its values made again here, on
+    the grader's side, by the reference with that module's parameters on that call's input (a row
+    of the batch): where the sandbox says a value came from earns nothing by itself."""
     kind = student.kind(name)
     if kind == "missing":
         fail(f"`{name}` is not defined. Store the model's output in a variable with that name.")
@@ -169,7 +210,7 @@ def expect_embeddings(student, name, shape, class_name, input_shape):
         fail(f"Every row of `{name}` is the same row: the input had no information in it. Run"
              " the model on a random batch (torch.randn) and store its output.")
     origin = student.origin(name, class_name)
-    if not origin["watched"]:  # graded in-process (stock nbgrader): no module calls were noted
+    if not origin["watched"]:  # graded in this process (stock nbgrader): no module calls were noted
         return
     if not origin["found"]:
         fail(f"`{name}` has the right shape, but it did not come out of your {class_name}: no model"
@@ -182,11 +223,63 @@ def expect_embeddings(student, name, shape, class_name, input_shape):
         got = ", ".join(shape_text(s) for s in origin["inputs"][:3]) or "no tensor"
         fail(f"`{name}` came out of your {class_name}, but from an input of shape {got}; the exercise"
              f" asks for a batch of shape {shape_text(input_shape)}.")
-    # Changed in place since the call returned it? (torch's version counter: running the call
-    # again would tell too, but costs what the call cost, about 0.3 s a cell on these batches.)
-    if origin.get("changed"):
-        fail(f"`{name}` came out of your {class_name}, but it was changed in place afterwards, so it is"
-             f" no longer what the model returned. Store the model's output and leave it as it is.")
+    expect_made_again(student, reference, rng, name, value, class_name, args, input_shape, origin)
+
+
+def expect_made_again(student, reference, rng, name, value, class_name, args, input_shape, origin):
+    """The variable `value` equals, on one row of the batch drawn from `rng` (the whole batch where
+    dropout drew numbers), what the reference `class_name(*args)` computes with the parameters of
+    the module that made it, on the input it was given: plain data the sandbox sends, the
+    computation made here."""
+    handle = origin["handle"]
+    structure = student.structure(handle)
+    rates = [rate for rate in structure.get("dropouts", {}).values() if type(rate) in (int, float)]
+    dropout = max(rates, default=0.0)
+    drawn = origin["training"] and dropout > 0  # its dropout drew numbers for the whole batch at once
+    row = int(torch.randint(0, input_shape[0], (1,), generator=rng))
+    call = student.recorded_call(handle, None if drawn else [row])
+    inputs = call.get("inputs") if isinstance(call, dict) else None
+    if call.get("shapes") != [list(input_shape)] or not isinstance(inputs, list) or len(inputs) != 1 \
+            or type(inputs[0]) is not torch.Tensor or tuple(inputs[0].shape) != ((input_shape[0] if drawn else 1),
+                                                                                 *input_shape[1:]):
+        fail(f"`{name}` came out of your {class_name}, but the input it was given cannot be read back as"
+             f" one batch of shape {shape_text(input_shape)}: store the output of model(x_batch).")
+    parameters = student.parameters(handle)
+    bias = any(key.endswith(".bias") and "projection" not in key for key in parameters)
+    made = reference_module(reference, class_name, *args, dropout=float(dropout), qkv_bias=bias)
+    own = dict(made.named_parameters())
+    if set(parameters) != set(own) or any(tuple(parameters[key].shape) != tuple(p.shape) for key, p in own.items()):
+        fail(f"`{name}` came out of your {class_name}, but its parameters are not those of the exercise's"
+             f" {class_name}{tuple(args)} ({listed(sorted(set(parameters) ^ set(own)) or sorted(own), 4)}), so its"
+             " values cannot be checked. Build the model as the exercise says and store its output.")
+    with torch.no_grad():
+        for key, parameter in own.items():
+            parameter.copy_(parameters[key])
+        x = inputs[0].to(torch.float32)
+        if drawn:
+            state = call.get("random_state")
+            if type(state) is not torch.Tensor or state.dtype != torch.uint8:
+                fail(f"`{name}` came out of your {class_name} in training mode, but the random numbers its"
+                     " dropout drew cannot be read back: run the model in eval mode (model.eval()).")
+            generator = torch.default_generator
+            saved = generator.get_state()
+            try:
+                generator.set_state(state)
+                expected = made.train()(x)[row]
+            except RuntimeError:
+                fail(f"`{name}` came out of your {class_name} in training mode, but the random numbers its"
+                     " dropout drew cannot be read back: run the model in eval mode (model.eval()).")
+            finally:
+                generator.set_state(saved)
+        else:
+            expected = made.eval()(x)[0]
+    if not close(value[row], expected):
+        changed = (" It was also changed in place after the model returned it: store the model's output and"
+                   " leave it as it is.") if origin.get("changed") else ""
+        fail(f"`{name}` came out of your {class_name}, but its values are not what the exercise's {class_name}"
+             f" computes with your model's parameters on that batch (largest difference"
+             f" {max_difference(value[row], expected):.3g} in row {row}).{changed} When {class_name}'s own checks"
+             " pass, run it on the batch again and store its output.")
 
 
 def expect_registered_heads(structure, num_heads, head_params, class_name):

@@ -92,9 +92,10 @@ def test_canonical_seeded_values(student):
 
 
 @pytest.mark.after("test_output_shape", "test_reference_values")
-def test_multihead_embeddings(student):
+def test_multihead_embeddings(student, reference, rng):
     """`multihead_embeddings` is the (20, 100, 768) output of the 3-head model"""
-    expect_embeddings(student, "multihead_embeddings", (20, 100, 768), NAME, (20, 100, 512))
+    expect_embeddings(student, reference, rng, "multihead_embeddings", (20, 100, 768), NAME, (512, 768, 3, 100),
+                      (20, 100, 512))
 
 
 def probe(student, rng):

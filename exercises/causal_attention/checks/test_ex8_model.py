@@ -9,7 +9,7 @@ from autograder.checks import close, expect_tensor, fail, hint_for, listed
 
 from autograder.checks import (diagnosis, expect_reference_output, observe_module, paired, random_parameters,
                                          student_forward)
-from .common import expect_moves_to_meta, language_model_mistakes
+from .common import expect_attends, expect_moves_to_meta, language_model_mistakes
 
 NAME = "BadLM_V2"
 ARGS = (8, 50, 12, 12, 3)  # context_length, vocab_size, emb_dim, att_dim, num_heads
@@ -92,6 +92,7 @@ def test_no_future_leak(student, reference, rng):
     early = tokens(rng, 2, t + 1, 0, 25)
     ids = torch.cat([early, tokens(rng, 2, 8 - t - 1, 25, 50)], dim=1)
     changed = torch.cat([early, tokens(rng, 2, 8 - t - 1, 25, 50)], dim=1)
+    expect_attends(student, handle, ids, (ids + 25) % 50, "The scores")
     before = student_forward(student, handle, ids, shape=(2, 8, 50))
     after = student_forward(student, handle, changed, shape=(2, 8, 50))
     if not torch.allclose(before[:, : t + 1], after[:, : t + 1], atol=1e-5):
@@ -114,7 +115,8 @@ def test_no_future_leak(student, reference, rng):
 def test_positions_on_input_device(student, rng):
     """Positions are created on the input's device; everything moves with the model"""
     handle = student.new(NAME, ARGS)
-    expect_moves_to_meta(student, handle, tokens(rng, 2, 6), NAME, (2, 6, 50))
+    ids = tokens(rng, 2, 6, 0, 25)
+    expect_moves_to_meta(student, handle, ids, NAME, (2, 6, 50), other=ids + 25)
 
 
 @pytest.mark.diagnosis

@@ -101,6 +101,31 @@ def expect_weight_rows(student, reference, class_name, args, rng, value_name, x_
              " over the last dimension.")
     if (got < 0).any():
         fail("Some attention weights are negative: they should come from softmax.")
+    expect_weights_use_queries_and_keys(student, handle, inputs, got)
+
+
+def expect_weights_use_queries_and_keys(student, handle, inputs, weights):
+    """Rows that sum to 1 earn nothing when the weights ignore the queries and keys (every token the
+    same weight): the weights must change when W_query's, and when W_key's, values change."""
+    parameters = {name: value.clone() for name, value in student.parameters(handle).items()}  # (in-process: shared)
+    unused = []
+    for role, layer in (("queries", "W_query"), ("keys", "W_key")):
+        names = sorted(name for name in parameters if name.split(".")[0] == layer)
+        if not names:
+            continue  # no such weights: the parameter checks say so
+        student.load_parameters(handle, {name: parameters[name] * 2 + 0.5 for name in names})
+        after = student.forward(handle, *inputs)
+        student.load_parameters(handle, {name: parameters[name] for name in names})
+        if isinstance(after, torch.Tensor) and after.shape == weights.shape and torch.allclose(
+                after, weights, atol=1e-6, equal_nan=True):
+            unused.append((role, layer))
+    if len(unused) == 2:
+        fail("The attention weights stay the same when W_query and W_key change: they ignore the queries and"
+             " keys. Compute the scores queries @ keys.T, scale them and apply softmax.", named=True)
+    if unused:
+        (role, layer), = unused
+        fail(f"The attention weights stay the same when {layer} changes: the {role} are not computed with {layer}"
+             f" (or not used in the scores).")
 
 
 def expect_seeded_first_row(student, class_name, seed, expected, hint):
