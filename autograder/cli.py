@@ -594,16 +594,12 @@ def may_run_student_code(unsafe_no_sandbox):
 
 
 def memory_bound_warning():
-    """Where no cgroup per submission can be made: what goes uncounted, and why (else None)."""
+    """Where no cgroup per submission can be made, or no CPU bound: what goes unbounded, and why
+    (else None)."""
     from autograder.grading import cgroups
 
-    ok, why = cgroups.available()
-    if ok:
-        return None
-    return (f"Note: {why}. Each submission's memory is then bounded by its address space, its scratch"
-            " size and its process limit only: memory files and System V shared memory are not counted,"
-            " and a submission that fills them can make this machine run short. Run the grader as root,"
-            " or in a cgroup with the memory and pids controllers delegated to it.")
+    notes = cgroups.bound_notes()
+    return "\n".join(f"Note: {note}" for note in notes) if notes else None
 
 
 def _add_unsafe_flag(parser):

@@ -152,10 +152,10 @@ def test_a_check_that_uses_another_exercise_is_caught():
 # -- the release states what the hidden checks require --------------------------------
 # names the checks look up in the student's notebook: NAME = "...", student.new("..."), and
 # helpers called as f(student, "...")
-PROBED = re.compile(r"""(?:NAME\s*=\s*|student\.\w+\(\s*|\(student,\s*)["']([A-Za-z_]\w*)["']""")
+PROBED = re.compile(r"""(?:NAME\s*=\s*|student\.\w+\(\s*|\(student,\s*(?:reference,\s*rng,\s*)?)["']([A-Za-z_]\w*)["']""")
 PARAMETER = re.compile(r"""["']((?:[A-Za-z_]\w*\.)+)(weight|bias)["']""")
 EXPECTED_PARAMETERS = re.compile(r"expect_parameters\([^{]*\{([^}]*)\}")  # {"W_query": (5, 3), ...}
-EMBEDDINGS = re.compile(r"""expect_embeddings\(student,\s*["'](\w+)["'],\s*(\([\d, ]+\))""")
+EMBEDDINGS = re.compile(r"""expect_embeddings\(student,\s*reference,\s*rng,\s*["'](\w+)["'],\s*(\([\d, ]+\))""")
 
 # The layers each check builds or names in its messages, as the check writes them: the
 # release must say how to make each one (issue 34: Exercise 8a once named its layers but

@@ -58,7 +58,8 @@ def test_feedback_page_shows_scores_checks_and_diagnostics(graded_examples, brow
         assert "Your code raised an error" not in text
     if student == "ben":  # softmax over dim=1 in Ex3, sqrt(d_out) per head in Ex6
         following = browser.find_elements(By.CSS_SELECTOR, "li.consequence")
-        assert failed and 2 <= len(failed) + len(following) <= 12
+        # (the variables of Exercises 4 and 7 are made with the wrong classes: they say so, once each)
+        assert failed and 2 <= len(failed) + len(following) <= 16
         # checks that fail only because of the named mistake are listed under it, as such
         assert following and all("fails because of" in item.text for item in following)
         notes = [note.text for note in browser.find_elements(By.CSS_SELECTOR, "li.note")]

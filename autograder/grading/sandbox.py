@@ -729,8 +729,10 @@ class Sandbox:
 
     def _cgroup_files(self):
         """Open `cgroup.procs` files of a new cgroup for this submission ([] where none)."""
+        # The cores this grader's worker may use (one, where the local pool pins it): the submission
+        # is held to them and to one core's time, whatever affinity it gives itself.
         self.cgroup = cgroups.for_submission(self.limits.memory_bytes, self.limits.max_processes + 8,
-                                             f"slot{self.slot}")
+                                             f"slot{self.slot}", cores=os.sched_getaffinity(0))
         if self.cgroup is None:
             return []
         try:

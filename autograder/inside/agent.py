@@ -350,7 +350,7 @@ class Worker:
         import socket
 
         self.end()
-        _, fds, _, _ = socket.recv_fds(self.control, 1, 4)
+        _, fds, _, _ = socket.recv_fds(self.control, 1, 8)  # its channel, and up to 4 cgroups' files
         channel, cgroup_files = fds[0], fds[1:]
         pid = os.fork()
         if pid == 0:
