@@ -46,6 +46,17 @@ def visible(text, limit=TERMINAL_LIMIT, newlines=False):
     return shown + (f"... ({cut:,} more characters)" if cut else "")
 
 
+# C0 controls but tab and line feed, DEL, and C1 controls (0x9b is a one-byte CSI: an escape
+# sequence without ESC)
+_CONTROLS = {code: None for code in [*range(0x00, 0x09), *range(0x0b, 0x20), 0x7f, *range(0x80, 0xa0)]}
+
+
+def without_controls(text):
+    """Text the student's code wrote (an error it raised), without the control characters a
+    terminal or a page would act on; tabs and line breaks kept."""
+    return str(text).translate(_CONTROLS)
+
+
 def for_terminal(text, limit=TERMINAL_LIMIT, newlines=False):
     """`visible(text)` with rich's markup escaped: printed exactly as it reads."""
     from rich.markup import escape  # here: the workers import this module, and need no rich

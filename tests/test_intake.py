@@ -92,6 +92,20 @@ def test_moodle_folders_and_flat_files_map_by_name_through_the_roster(tmp_path):
     assert intake.problems == []
 
 
+def test_a_folder_named_after_the_assignment_inside_a_moodle_folder_is_that_students(tmp_path):
+    """Moodle's layout is read before nbgrader's tree: <student folder>/causal_attention/<file> has
+    the shape of nbgrader's submitted/<student>/<assignment>/<file>, but is Jane's, not a second
+    student's named after her Moodle folder."""
+    folder = files(tmp_path, ["Jane Doe_101_assignsubmission_file_/causal_attention/causal_attention.ipynb",
+                              "Bob Ray_102_assignsubmission_file_/causal_attention.ipynb"])
+    intake = discover([folder], ASSIGNMENT, roster=ROSTER)
+    assert chosen(intake) == {"jane": "causal_attention.ipynb", "bob": "causal_attention.ipynb"}
+    assert next(s for s in intake.submissions if s.student_id == "jane").layout == "moodle"
+    assert intake.problems == []
+    tree = files(tmp_path / "submitted", ["ada/causal_attention/causal_attention.ipynb"])  # nbgrader's own stays
+    assert chosen(discover([tree], ASSIGNMENT)) == {"ada": "causal_attention.ipynb"}
+
+
 def test_moodle_without_a_roster_uses_the_name_and_keeps_namesakes_apart(tmp_path):
     folder = files(tmp_path, ["Jane Doe_101_assignsubmission_file_/a.ipynb",
                               "Jane Doe_205_assignsubmission_file_/b.ipynb",

@@ -410,3 +410,55 @@ def test_no_sealed_fork_while_the_submission_left_a_thread_running(box):
     assert box.open_fork(sealed=True) == "your code left 1 thread(s) running"
     assert student.kind("time") == "other"  # the submission still answers
     box.finish()
+
+
+SOCKET_BUFFERS = """
+import socket
+held = []
+try:
+    for _ in range(4000):
+        a, b = socket.socketpair()
+        a.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 * 2**20)
+        a.setblocking(False)
+        try:
+            while True:
+                a.send(b"x" * 65536)
+        except BlockingIOError:
+            pass
+        held.append((a, b))
+except OSError as error:
+    stopped = repr(error)
+"""
+
+
+def test_memory_held_in_socket_buffers_reaches_the_bound_and_is_said_so(box):
+    """Socket buffers are kernel memory, counted in the submission's cgroup; refused at the bound
+    they move no failure counter of cgroup v1, yet the student reads the memory note, not that
+    their code ended the process."""
+    reply, _ = run(box, SOCKET_BUFFERS)
+    box.finish()
+    assert box.last_memory is not None and "reached the 256 MiB of memory" in box.last_memory, (reply, box.last_memory)
+    expect_a_normal_world(box)
+
+
+@pytest.mark.parametrize("files, reached", [
+    ({"memory.failcnt": "0", "memory.kmem.failcnt": "0", "memory.limit_in_bytes": "268435456",
+      "memory.max_usage_in_bytes": "268435456"}, True),  # kernel memory refused at the bound: no counter moved
+    ({"memory.failcnt": "0", "memory.limit_in_bytes": "268435456", "memory.max_usage_in_bytes": "150000000"}, False),
+    ({"memory.failcnt": "3", "memory.limit_in_bytes": "268435456", "memory.max_usage_in_bytes": "1"}, True),
+    ({"memory.failcnt": "0", "memory.kmem.failcnt": "2", "memory.limit_in_bytes": "9", "memory.max_usage_in_bytes": "1"},
+     True),
+])
+def test_a_bound_reached_is_read_from_every_counter_cgroup_v1_has(tmp_path, files, reached):
+    for name, text in files.items():
+        (tmp_path / name).write_text(text + "\n")
+    cgroup = cgroups.SubmissionCgroup(cgroups.Hierarchy(tmp_path, tmp_path, v2=False), [tmp_path, tmp_path])
+    assert cgroup.memory_reached() is reached
+
+
+def test_a_bound_reached_in_cgroup_v2_is_its_max_or_oom_events(tmp_path):
+    cgroup = cgroups.SubmissionCgroup(cgroups.Hierarchy(tmp_path, tmp_path, v2=True), [tmp_path])
+    (tmp_path / "memory.events").write_text("low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\n")
+    assert not cgroup.memory_reached()
+    (tmp_path / "memory.events").write_text("low 0\nhigh 0\nmax 0\noom 1\noom_kill 0\n")
+    assert cgroup.memory_reached() and not cgroup.memory_exceeded()

@@ -208,3 +208,47 @@ def test_every_corpus_mistake_hidden_where_it_is_wrong_reads_as_the_reference_be
     finally:
         session.close()
     assert checked + len(unseen) == len(entries) and checked > 50 and len(unseen) <= 3, unseen
+
+
+# What a submission may learn of the batch's seed: the seed its own random numbers start from, and
+# every seed a probe hands it (traces and what-ifs are asked with a check's seed).
+SEED_SPY = """
+import sys as _sys, torch as _torch
+cells_seed = _torch.initial_seed()
+seeds_seen = []
+_probes = _sys.modules.get("autograder.inside.student")
+if _probes is not None:
+    _trace = _probes.NamespaceStudent.trace
+    def _spied(self, *args, **kwargs):
+        seeds_seen.append(kwargs.get("seed"))
+        return _trace(self, *args, **kwargs)
+    _probes.NamespaceStudent.trace = _spied
+
+
+def seeds_report():
+    return f"cells seed {cells_seed}, seeds seen {seeds_seen}"
+"""
+
+
+@needs_bwrap
+def test_no_seed_student_code_sees_tells_the_batchs_seed(tmp_path):
+    """The batch's seed picks every check's inputs (all term long, in the service): a submission that
+    prints torch.initial_seed() and every seed a probe hands it learns nothing that leads back to it,
+    not even by the old derivation (seed * 1_000_003 + crc32(name), invertible)."""
+    import re
+    import zlib
+
+    course = course_hiding(tmp_path, "seed", hide='\n[visibility]\n"ex8_model" = "hidden"\n')
+    reporter = reporting_forward("BadLM_V2").replace("report()", "seeds_report()")  # asked after the diagnoses
+    notebook = make_notebook({"ex1_answer": HOSTILE["ex1_answer"]}, after={"ex1_answer": SEED_SPY,
+                                                                           "ex8_model_answer": reporter})
+    result = graded(course, {"sam": notebook}, seed=424242)["sam"]
+    said = " ".join(check.message for cell in result.cells for check in cell.checks)
+    found = re.search(r"cells seed (\d+), seeds seen \[([\d, ]*)\]", said)
+    assert found, said[:2000]
+    seen = [int(found[1])] + [int(n) for n in found[2].split(",") if n.strip()]
+    assert len(seen) >= 2 and 424242 not in seen  # the cells' seed, and the traces' of Exercise 1's diagnosis
+    inverse = pow(1_000_003, -1, 2**31)
+    for seed in seen:
+        for name in ("test_diagnosis", "test_random_scores[2d]", "test_notebook_values"):
+            assert (seed - zlib.crc32(name.encode())) * inverse % 2**31 != 424242

@@ -27,7 +27,7 @@ import nbformat
 from autograder.authoring.errorcheck import check_error_model
 from autograder.authoring.corpus import SOLUTIONS, STUBS, check_outcomes, diagnose, judge, load, write_submissions
 from autograder.checks.plugin import COULD_NOT_RUN
-from autograder.course import CourseError, copy_assignment
+from autograder.course import CourseError, copy_assignment, derive_seed
 from autograder.course.settings import ValidateSettings
 from autograder.record import GRADED, cell_in_words
 
@@ -275,7 +275,7 @@ def _crashes_on(assignment, box, path, seed):
     clean = sanitize(read_notebook(path), nbformat.read(assignment.source_notebook, as_version=4),
                      nbformat.read(assignment.release_notebook, as_version=4))
     try:
-        box.run(clean.cells, seed=seed)
+        box.run(clean.cells, seed=derive_seed(assignment.seed_key, seed, "cells"))  # as the batch runs them
         checks = run_checks(assignment, SandboxStudent(box), seed=seed)
     finally:
         box.finish()

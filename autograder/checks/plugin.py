@@ -24,13 +24,13 @@ hidden there is one level, and one view: the whole result.
 """
 import contextlib
 import dataclasses
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import torch
 
+from autograder.course import derive_seed
 from autograder.course import reference as reference_module
 from autograder.checks import errormodel, localise
 from autograder.wire import StudentError
@@ -125,6 +125,7 @@ MARKERS = {
 class GradingPlugin:
     def __init__(self, assignment, student=None, seed=0):
         self.assignment = assignment
+        self.seed_key = assignment.seed_key
         use_hints(assignment.hints())
         self.collect_errors = []  # why check files failed to load, for the instructor
         self.begin(student, seed)
@@ -273,7 +274,9 @@ class GradingPlugin:
 
     @pytest.fixture
     def seed(self, request):
-        return (self.run_seed * 1_000_003 + zlib.crc32(request.node.name.encode())) % 2**31
+        # A keyed hash of the batch's seed (course.derive_seed): student code sees some checks' seeds
+        # (what-ifs and traces are asked with one), and must learn nothing of the batch's from them.
+        return derive_seed(self.seed_key, self.run_seed, request.node.name)
 
     @pytest.fixture
     def rng(self, seed):

@@ -17,6 +17,8 @@
 The engine knows no assignment: it finds them here.
 """
 import contextlib
+import hashlib
+import hmac
 import os
 import secrets
 import shutil
@@ -74,6 +76,14 @@ class Course:
 
     def graded(self, name):
         return self.root / "graded" / name
+
+
+def derive_seed(key, seed, label):
+    """The seed for `label` (a check's name, "cells") from the batch's `seed`: a keyed hash (HMAC-SHA256
+    with `key`, Assignment.seed_key), so knowing one derived seed, or all of them, tells nothing of the
+    batch's seed or of the others. The same for the same batch: a resumed batch grades alike."""
+    mac = hmac.new(key, f"{seed}:{label}".encode(), hashlib.sha256).digest()
+    return int.from_bytes(mac[:4], "big") % 2**31
 
 
 @dataclass(frozen=True)
@@ -198,6 +208,17 @@ class Assignment:
         if self.warm_up_on_release and (cells := self.release_cells()):
             files["release_cells.json"] = json.dumps(cells).encode()
         return files
+
+    @cached_property
+    def seed_key(self):
+        """A key no student knows: the digest of the assignment's hidden material (its solutions and
+        its checks). Every seed grading hands to student code is derived from the batch's seed with it
+        (`derive_seed`), so none tells the batch's seed, or another check's."""
+        digest = hashlib.sha256()
+        for path in [self.solutions, *sorted(self.checks.rglob("*.py"))]:
+            if path.is_file() and "__pycache__" not in path.parts:
+                digest.update(path.name.encode() + b"\0" + path.read_bytes())
+        return digest.digest()
 
     def resources(self):
         """RESOURCES of the assignment's sandbox code, for a student answered in this process."""

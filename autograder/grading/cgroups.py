@@ -45,6 +45,7 @@ class Hierarchy:
 
 
 CPU_PERIOD_US = 100_000  # the quota's period: one core's time is this many microseconds in it
+PAGE = 4096
 
 
 def _mounts():
@@ -251,12 +252,19 @@ class SubmissionCgroup:
         return self._counter(memory, "memory.oom_control", "oom_kill") > 0
 
     def memory_reached(self):
-        """Did the submission reach its memory bound at least once (killed or refused)?"""
+        """Did the submission reach its memory bound at least once (killed or refused)? Kernel
+        memory refused at the bound (socket buffers, for one) counts in no failure counter of
+        cgroup v1: its peak standing at the bound says it."""
         memory = self.folders[0]
         if self.hierarchy.v2:
-            return self._counter(memory, "memory.events", "max") > 0
+            return any(self._counter(memory, "memory.events", key) > 0 for key in ("max", "oom"))
+        for counter in ("memory.failcnt", "memory.kmem.failcnt", "memory.kmem.tcp.failcnt"):
+            with contextlib.suppress(OSError, ValueError):
+                if int((memory / counter).read_text()) > 0:
+                    return True
         try:
-            return int((memory / "memory.failcnt").read_text()) > 0
+            limit = int((memory / "memory.limit_in_bytes").read_text())
+            return int((memory / "memory.max_usage_in_bytes").read_text()) >= limit - PAGE
         except (OSError, ValueError):
             return False
 

@@ -1033,7 +1033,10 @@ class SandboxStudent:
         if kind == "ok":
             return detail
         if kind == "student_error" and type(detail) is str:
-            raise StudentError(detail[:MAX_ERROR_TEXT])  # the student's code wrote it: bounded before use
+            from autograder.untrusted import without_controls
+
+            # the student's code wrote it: bounded, and without a terminal's escapes, before use
+            raise StudentError(without_controls(detail[:MAX_ERROR_TEXT]))
         self.lose(kind, detail)
         raise StudentError(self.lost)
 

@@ -13,12 +13,13 @@ from pathlib import Path
 
 import nbformat
 
-from autograder.course import Course
+from autograder.course import Course, derive_seed
 from autograder.record import GRADED, INVALID, CellError, CellScore, CheckOutcome, Result, cell_in_words
 from autograder.grading.sandbox import NoSandbox
 from autograder.checks.rootcause import consequences, missing_because_crashed, one_cause_per_cell, root_cause_once
 from autograder.course.visibility import Visibility
 from autograder.grading.selfcheck import PoisonedInterpreter
+from autograder.untrusted import without_controls
 from autograder.grading.notebook import (MAX_NOTEBOOK_BYTES, InvalidNotebook, Sanitized, grade_cells, read_notebook,
                                          sanitize, sha256)
 
@@ -147,11 +148,13 @@ class GradingWorker:
         points = grade_cells(self.source)
         notes, cell_errors = list(clean.tampering), []
         timings, clock = base["timings"], time.perf_counter()
-        first = _run_cells(sandbox, clean.cells, spec.seed)
+        # Student code's own random numbers come from a seed derived from the batch's with a key no
+        # student knows: torch.initial_seed() must not tell the batch's seed.
+        first = _run_cells(sandbox, clean.cells, derive_seed(self.assignment.seed_key, spec.seed, "cells"))
         timings["run_cells"] = round(time.perf_counter() - clock, 4)
         student = SandboxStudent(sandbox)
         try:
-            report = _cell_report(first, len(clean.cells))
+            report = _cell_report(first, [name for name, _ in clean.cells])
             if report is not None:
                 cell_errors = [entry for entry in report if entry["error"]]
                 timings["cells_own_time"] = round(sum(entry["seconds"] for entry in report), 4)
@@ -310,7 +313,6 @@ def _run_cells(sandbox, cells, seed):
 
 
 MAX_CELL_ERROR = 2000  # characters of one cell's error kept (the sandbox sends no more unless tampered with)
-MAX_CELL_NAME = 200
 
 
 IGNORED_NAMED = 5  # other notebooks of the same student named in the note; the rest are counted
@@ -324,23 +326,25 @@ def ignored_note(submission):
     return f"more than one notebook was handed in; graded {visible(submission.path.name, 120)}, not {others}"
 
 
-def _cell_report(reply, cells):
-    """The cell report if `reply` is a well-formed ("ran", [...]) message about `cells`
-    cells, else None.
+def _cell_report(reply, names):
+    """The cell report if `reply` is a well-formed ("ran", [...]) message about the cells named
+    `names` (those sent, in order), else None.
 
-    The child is the student's process: it may send anything, so check the shape, and keep
-    what is stored bounded (one entry per cell that was sent, each text cut to size).
-    """
-    if len(reply) != 2 or reply[0] != "ran" or type(reply[1]) is not list or len(reply[1]) > cells:
+    The child is the student's process: it may send anything, so check everything. One entry per
+    cell sent, in order, under the name it was sent with (a forged name would become a grade id's
+    neighbour on every page); finite seconds (a NaN would reach the result file); and the error
+    text bounded and without control characters (an escape sequence would reach the TA's terminal
+    and every page)."""
+    if len(reply) != 2 or reply[0] != "ran" or type(reply[1]) is not list or len(reply[1]) != len(names):
         return None
     report = []
-    for entry in reply[1]:
-        if (type(entry) is not dict or type(entry.get("cell")) is not str
+    for entry, name in zip(reply[1], names):
+        if (type(entry) is not dict or entry.get("cell") != name
                 or type(entry.get("error")) not in (str, type(None))
-                or type(entry.get("seconds")) not in (int, float)):
+                or type(entry.get("seconds")) not in (int, float) or not 0 <= entry["seconds"] < float("inf")):
             return None
-        error = entry["error"] if entry["error"] is None else entry["error"][-MAX_CELL_ERROR:]
-        report.append({"cell": entry["cell"][:MAX_CELL_NAME], "error": error, "seconds": float(entry["seconds"])})
+        error = entry["error"] if entry["error"] is None else without_controls(entry["error"][-MAX_CELL_ERROR:])
+        report.append({"cell": name, "error": error, "seconds": float(entry["seconds"])})
     return report
 
 

@@ -120,16 +120,21 @@ class Canvas:
 
 class Moodle:
     """Moodle's Download all submissions: a folder (or a prefix) per student, with the full name and
-    the participant number, which Moodle gives per assignment."""
+    the participant number, which Moodle gives per assignment. `folders_only`: the folder form
+    alone, which is tried before nbgrader's tree: a student's own folder named after the assignment
+    inside their Moodle folder is theirs, not a second student's."""
 
     layout = "moodle"
+
+    def __init__(self, folders_only=False):
+        self.folders_only = folders_only
 
     def read(self, parts, path, shown):
         folder = MOODLE.fullmatch(parts[0]) if len(parts) >= 2 else None
         if folder and not folder["file"]:
             upload = "/".join(parts[1:])
         else:
-            folder = MOODLE.fullmatch(parts[-1]) if len(parts) == 1 else None
+            folder = MOODLE.fullmatch(parts[-1]) if len(parts) == 1 and not self.folders_only else None
             if not folder or not folder["file"]:
                 return None
             upload = folder["file"]
@@ -151,7 +156,8 @@ class PlainFiles:
 
 
 def readers(assignment, folder, pattern=None):
-    """The readers to try on each file under `folder`, in order. A pattern the TA gives comes
-    before the LMS layouts: it is their word on these names."""
-    return [NbgraderTree(assignment, Path(folder)), *([NamedPattern(pattern)] if pattern else []),
-            Canvas(), Moodle(), PlainFiles()]
+    """The readers to try on each file under `folder`, in order. Moodle's folders come first: what
+    is inside one is that student's, whatever its own folders are called. A pattern the TA gives
+    comes before the other LMS layouts: it is their word on these names."""
+    return [Moodle(folders_only=True), NbgraderTree(assignment, Path(folder)),
+            *([NamedPattern(pattern)] if pattern else []), Canvas(), Moodle(), PlainFiles()]
