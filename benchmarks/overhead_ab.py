@@ -17,6 +17,11 @@ points (each a mistake to diagnose), each one's time in this tree over the base'
 `--whole-run` grades with `--jobs 2` instead and compares each run's wall time (median
 over the rounds): with a few notebooks that is mostly what a run costs once (starting
 the workers and sandboxes, the tail, the outputs at the end).
+
+`--hide CELL::CHECK=WORD,...` grades this tree's course with those checks hidden (a
+`[visibility]` table appended to its assignment.toml), the base's with nothing hidden: with
+`--base HEAD` (this tree committed) it measures what hiding costs a submission (a fork for the
+hidden checks' level, one more for the what-ifs of the levels below), side by side.
 """
 import time
 import argparse
@@ -65,6 +70,8 @@ def main():
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--class", dest="kind", choices=["demo", "realistic"], default="demo")
     parser.add_argument("--whole-run", action="store_true", help="--jobs 2, and compare whole runs' wall time")
+    parser.add_argument("--hide", default="", help='checks hidden in this tree\'s course: "ex3::test_x=after_due_date,'
+                                                    'ex8_model=hidden" (the base grades with nothing hidden)')
     args = parser.parse_args()
     jobs = 2 if args.whole_run else 1
     timeout = 10 if args.kind == "realistic" else None  # the looping answer: as grade_vs_nbgrader.py
@@ -87,6 +94,10 @@ def main():
         if (base / "exercises").is_dir():
             shutil.rmtree(courses["base"] / "exercises")
             shutil.copytree(base / "exercises", courses["base"] / "exercises")
+        if args.hide:  # this tree only: the base, the same commit or not, grades with nothing hidden
+            table = "".join(f'"{key}" = "{word}"\n' for key, word in (item.split("=") for item in args.hide.split(",")))
+            settings = courses["this"] / "exercises" / "causal_attention" / "assignment.toml"
+            settings.write_text(settings.read_text() + "\n[visibility]\n" + table)
         times = {name: {} for name in trees}
         walls = {name: [] for name in trees}
         for round_ in range(args.rounds):
@@ -98,7 +109,8 @@ def main():
                             times[name].setdefault(kind, {}).setdefault(student, []).append(second)
                     else:
                         times[name].setdefault(kind, []).extend(seconds)
-        print(f"{args.n} notebooks ({args.kind} class) x {args.rounds} rounds, --jobs {jobs}; base = {args.base}")
+        print(f"{args.n} notebooks ({args.kind} class) x {args.rounds} rounds, --jobs {jobs}; base = {args.base}"
+              + (f"; hidden in this tree: {args.hide}" if args.hide else ""))
         if args.whole_run:
             before, after = (statistics.median(walls[name]) for name in trees)
             print(f"  whole run (median wall): base {before:.2f} s, this tree {after:.2f} s,"
