@@ -50,28 +50,34 @@ def diagnose_weights(got, expected, what, variants=()):
 QUERIES_AND_KEYS = {"queries": "W_query.weight", "keys": "W_key.weight"}
 
 
-def expect_attends(student, handle, x, other, what):
-    """The output depends on what the exercise says it depends on: the input (`x` and `other` give
-    different outputs) and, in attention, the queries' and the keys' weights. A property (no future
-    leak, moving with the model) earns nothing for an output that does not: zeros, noise, zeros
-    times the right answer, or a plain average of the values."""
+def expect_depends_on_input(student, handle, x, other, what):
+    """A property (no future leak, moving with the model) earns nothing for an output that does not
+    depend on the input: `x` and `other` must give different outputs (zeros, noise drawn anew, or
+    zeros times the right answer give the same)."""
     before = expect_tensor(student.forward(handle, x), "The output", finite=False)
     if torch.allclose(before, expect_tensor(student.forward(handle, other), "The output", finite=False), atol=1e-6,
                       equal_nan=True):
         fail(f"{what}: the output does not depend on the input (another input gives the same output), so there is"
              " nothing for this check to judge. Compute it from x: queries, keys and values, the masked attention"
              " weights, then weights @ values.", named=True)
-    parameters = {name: value.clone() for name, value in student.parameters(handle).items()}  # (in-process: shared)
+
+
+def expect_uses_queries_and_keys(student, handle, x, what):
+    """Nor for attention whose output stays the same when the queries' or the keys' weights change
+    (a plain average of the values). Last in a check: it leaves those weights changed (each changed
+    in turn, the output compared before and after)."""
+    parameters = student.parameters(handle)
+    output = expect_tensor(student.forward(handle, x), "The output", finite=False)
     unused = []
     for role, ending in QUERIES_AND_KEYS.items():
         names = sorted(name for name in parameters if name == ending or name.endswith("." + ending))
         if not names:
             continue  # no such weights: the structure checks say so
         student.load_parameters(handle, {name: parameters[name] * 2 + 0.5 for name in names})
-        after = expect_tensor(student.forward(handle, x), "The output", finite=False)
-        student.load_parameters(handle, {name: parameters[name] for name in names})
-        if torch.allclose(before, after, atol=1e-6, equal_nan=True):
+        changed = expect_tensor(student.forward(handle, x), "The output", finite=False)
+        if torch.allclose(output, changed, atol=1e-6, equal_nan=True):
             unused.append((role, ending.split(".")[0]))
+        output = changed
     if len(unused) == 2:
         fail(f"{what}: the output stays the same when the weights of both W_query and W_key change, so the"
              " attention weights " + IGNORES_QK, named=True)
@@ -85,8 +91,7 @@ def expect_attends(student, handle, x, other, what):
 def expect_no_leak(student, handle, x, make_later, what):
     """Changing tokens after position t must leave outputs up to t unchanged,
     and gradients of early outputs w.r.t. later inputs must be zero; and the output must depend
-    on the input and the queries and keys at all (`expect_attends`)."""
-    expect_attends(student, handle, x, make_later(x), what)
+    on the input and the queries and keys at all (`expect_uses_queries_and_keys`)."""
     n = x.shape[1]
     t = n // 2
     changed = x.clone()
@@ -119,6 +124,7 @@ def expect_no_leak(student, handle, x, make_later, what):
         fail(f"{what}: changing the first token changed none of the later outputs, but every token"
              " should also attend to the tokens before it. Keep the past and the current token in the"
              " mask (torch.tril) and hide only the future.")
+    expect_uses_queries_and_keys(student, handle, x, what)
 
 
 def expect_mask_buffer(student, handle, structure, class_name, context_length):
@@ -148,7 +154,6 @@ def expect_moves_to_meta(student, handle, x, class_name, out_shape, other=None):
     """After .to('meta') everything is on meta and forward creates nothing on the CPU; and on the
     CPU the output depends on the input (`other` gives another output) and the queries and keys."""
     student.forward(handle, x)  # code that fails on the CPU too has no device problem to name
-    expect_attends(student, handle, x, x * -1.5 + 1 if other is None else other, f"Your {class_name}")
     report = student.meta_forward(handle, x)
     if not report["moved"]:
         fail(f"Your {class_name} could not be moved with .to('meta'): {short(report['error'], 300)}")
@@ -163,6 +168,8 @@ def expect_moves_to_meta(student, handle, x, class_name, out_shape, other=None):
     if tuple(report["output_shape"] or ()) != tuple(out_shape):
         fail(f"On another device the output has shape {shape_text(report['output_shape'] or ())},"
              f" expected {shape_text(out_shape)}.")
+    expect_depends_on_input(student, handle, x, x * -1.5 + 1 if other is None else other, f"Your {class_name}")
+    expect_uses_queries_and_keys(student, handle, x, f"Your {class_name}")
 
 
 def weights_from(student, name, qkt, d_out):
@@ -226,6 +233,20 @@ def expect_embeddings(student, reference, rng, name, shape, class_name, args, in
     expect_made_again(student, reference, rng, name, value, class_name, args, input_shape, origin)
 
 
+_MADE = {}  # (reference, class, args, dropout, bias) -> the module, built once per grading process
+
+
+def _made_again(reference, class_name, args, dropout, bias):
+    """The reference `class_name(*args)` to make a variable again with (every parameter is then
+    copied in from the student's module: its own initial values never count, so it is built once)."""
+    key = (id(reference), class_name, args, dropout, bias)
+    if key not in _MADE:
+        if len(_MADE) > 16:
+            _MADE.clear()
+        _MADE[key] = (reference, reference_module(reference, class_name, *args, dropout=dropout, qkv_bias=bias))
+    return _MADE[key][1]
+
+
 def expect_made_again(student, reference, rng, name, value, class_name, args, input_shape, origin):
     """The variable `value` equals, on one row of the batch drawn from `rng` (the whole batch where
     dropout drew numbers), what the reference `class_name(*args)` computes with the parameters of
@@ -246,7 +267,7 @@ def expect_made_again(student, reference, rng, name, value, class_name, args, in
              f" one batch of shape {shape_text(input_shape)}: store the output of model(x_batch).")
     parameters = student.parameters(handle)
     bias = any(key.endswith(".bias") and "projection" not in key for key in parameters)
-    made = reference_module(reference, class_name, *args, dropout=float(dropout), qkv_bias=bias)
+    made = _made_again(reference, class_name, tuple(args), float(dropout), bias)
     own = dict(made.named_parameters())
     if set(parameters) != set(own) or any(tuple(parameters[key].shape) != tuple(p.shape) for key, p in own.items()):
         fail(f"`{name}` came out of your {class_name}, but its parameters are not those of the exercise's"

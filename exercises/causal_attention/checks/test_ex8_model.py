@@ -9,7 +9,8 @@ from autograder.checks import close, expect_tensor, fail, hint_for, listed
 
 from autograder.checks import (diagnosis, expect_reference_output, observe_module, paired, random_parameters,
                                          student_forward)
-from .common import expect_attends, expect_moves_to_meta, language_model_mistakes
+from .common import (expect_depends_on_input, expect_moves_to_meta, expect_uses_queries_and_keys,
+                     language_model_mistakes)
 
 NAME = "BadLM_V2"
 ARGS = (8, 50, 12, 12, 3)  # context_length, vocab_size, emb_dim, att_dim, num_heads
@@ -92,7 +93,6 @@ def test_no_future_leak(student, reference, rng):
     early = tokens(rng, 2, t + 1, 0, 25)
     ids = torch.cat([early, tokens(rng, 2, 8 - t - 1, 25, 50)], dim=1)
     changed = torch.cat([early, tokens(rng, 2, 8 - t - 1, 25, 50)], dim=1)
-    expect_attends(student, handle, ids, (ids + 25) % 50, "The scores")
     before = student_forward(student, handle, ids, shape=(2, 8, 50))
     after = student_forward(student, handle, changed, shape=(2, 8, 50))
     if not torch.allclose(before[:, : t + 1], after[:, : t + 1], atol=1e-5):
@@ -110,6 +110,9 @@ def test_no_future_leak(student, reference, rng):
     if grad[only_later].abs().max() > 1e-6:
         fail(f"Scores at positions 0..{t} have a nonzero gradient for tokens that only appear"
              " later: the future leaks into the past.")
+    # ... and no leak is only worth something of scores that depend on the tokens and on attention
+    expect_depends_on_input(student, handle, ids, (ids + 25) % 50, "The scores")
+    expect_uses_queries_and_keys(student, handle, ids, "The scores")
 
 
 def test_positions_on_input_device(student, rng):
