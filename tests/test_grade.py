@@ -14,12 +14,12 @@ from autograder.runs.batch import grade_batch
 from autograder.record import Result
 
 from attacks import ACL, INODES, KEYS, MEMFD, PTRACE, SCHEDULE
-from helpers import (EXAMPLES, ROOT, append_to_first_answer, assignment_of, cli, example, make_gradebook, make_notebook,
+from helpers import (SCORES, EXAMPLES, ROOT, append_to_first_answer, assignment_of, cli, example, make_gradebook, make_notebook,
                      new_course, scores, settled_sandbox_processes, write)
 
 needs_bwrap = pytest.mark.usefixtures("sandbox_required")
 
-WRONG = EXAMPLES["ben"]  # softmax over dim=1 in Ex3, sqrt(d_out) in Ex6: 17.8 of 26
+WRONG = EXAMPLES["ben"]  # softmax over dim=1 in Ex3, sqrt(d_out) in Ex6: SCORES["ben"] of 26
 SEED = 1234
 
 
@@ -234,7 +234,7 @@ def feedback_text(result):
 @needs_bwrap
 def test_attacks_harm_no_one_else(hostile):
     results = hostile["results"]
-    assert results["ben"].score == 17.8
+    assert results["ben"].score == SCORES["ben"]
     assert results["zz_ada"].score == 26 and results["zz_dee"].score == 0
     assert hostile["before"] == hostile["after"]  # course files, checks and solutions untouched
     out = hostile["report"].out_dir
@@ -394,7 +394,7 @@ def test_kill_9_mid_batch_then_rerun_grades_everything_exactly_once(tmp_path):
     exported = subprocess.run([sys.executable, "-m", "nbgrader", "export"], cwd=course, capture_output=True, text=True)
     assert exported.returncode == 0, exported.stderr[-2000:]
     grades = {r["student_id"]: float(r["raw_score"]) for r in csv.DictReader(open(course / "grades.csv"))}
-    assert len(grades) == 100 and grades["s000_ada"] == 26 and grades["s001_ben"] == 17.8
+    assert len(grades) == 100 and grades["s000_ada"] == 26 and grades["s001_ben"] == SCORES["ben"]
 
 
 @needs_bwrap

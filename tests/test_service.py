@@ -17,7 +17,7 @@ import urllib.parse
 import pytest
 
 from autograder.service.client import describe
-from helpers import cli, example, make_gradebook, make_notebook, new_course
+from helpers import SCORES, cli, example, make_gradebook, make_notebook, new_course
 from service_helpers import (issue_tokens, multipart, notebook_bytes, request, serve, submit,
                              wait_graded)
 
@@ -411,7 +411,7 @@ def test_kill_9_mid_queue_then_a_restart_grades_every_acknowledged_submission_on
     assert sorted(p.stem for p in graded.glob("[!.]*.json")) == sorted(students)
     assert not (graded / "history").exists()  # no result was ever recorded twice
     assert not list((course / "service" / "uploads").rglob(".incoming-*"))
-    assert graded_result(course, "ada")["score"] == 26 and graded_result(course, "ben")["score"] == 17.8
+    assert graded_result(course, "ada")["score"] == 26 and graded_result(course, "ben")["score"] == SCORES["ben"]
 
 
 # -- as people use it ----------------------------------------------------------------------------
@@ -462,7 +462,7 @@ def test_the_service_grades_on_a_dask_cluster_as_on_its_own_workers(tmp_path, no
         finally:
             service.stop()
     assert all(answer["status"] == "graded" and answer["counted"] for answer in answers.values())
-    assert graded_result(course, "ada")["score"] == 26 and graded_result(course, "ben")["score"] == 17.8
+    assert graded_result(course, "ada")["score"] == 26 and graded_result(course, "ben")["score"] == SCORES["ben"]
     assert (course / "autograded" / "ben" / ASSIGNMENT).is_dir()  # read again on this side: the cluster keeps none
 
 
@@ -523,7 +523,7 @@ def test_the_attack_collection_through_the_service_gains_nothing_and_harms_no_on
         service.stop()
     assert all(answer["status"] == "graded" for answer in answers.values()), answers
     ben = graded_result(course, "ben")["score"]
-    assert ben == 17.8 and graded_result(course, "zz_ada")["score"] == 26
+    assert ben == SCORES["ben"] and graded_result(course, "zz_ada")["score"] == 26
     gained = {name: graded_result(course, name)["score"] for name in attacks if graded_result(course, name)["score"] > ben}
     assert not gained, gained
     rows = sqlite3.connect(course / "service" / "service.db").execute(
