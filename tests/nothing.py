@@ -17,65 +17,19 @@ from helpers import make_notebook
 
 HEAD = "import math\nimport torch\nimport torch.nn as nn\n"
 
-CAUSAL = '''
-class CausalAttention(nn.Module):
-    def __init__(self, d_in, d_out, context_length, dropout=0.0, qkv_bias=False):
-        super().__init__()
-        self.d_in, self.d_out, self.context_length = d_in, d_out, context_length
-        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.dropout = nn.Dropout(dropout)
-        self.register_buffer("mask", torch.tril(torch.ones(context_length, context_length)))
+FORWARDS = {  # each class's own cell with its forward written anew: "    def forward(self, <input>):\n" + lines
+    "ex3_answer": ("x", "        B, N, _ = x.shape\n%(causal)s\n"),
+    "ex6_answer": ("x", "        B, N, _ = x.shape\n        H, d_head = self.num_heads, self.d_head\n%(one)s\n"),
+    "ex8_model_answer": ("token_ids", "        N = token_ids.shape[1]\n%(lm)s\n"),
+}
 
-    def forward(self, x):
-        B, N, _ = x.shape
-%(causal)s
-'''
-MULTI = '''
-class MultiHeadAttention(nn.Module):
-    def __init__(self, d_in, d_out, num_heads, context_length, dropout=0.0, qkv_bias=False):
-        super().__init__()
-        self.d_in, self.d_out, self.num_heads, self.d_head = d_in, d_out, num_heads, d_out // num_heads
-        self.heads = nn.ModuleList(CausalAttention(d_in, self.d_head, context_length, dropout, qkv_bias)
-                                   for _ in range(num_heads))
 
-    def forward(self, x):
-        return torch.cat([head(x) for head in self.heads], dim=-1)
-'''
-ONE = '''
-class MultiHeadAttentionOneModule(nn.Module):
-    def __init__(self, d_in, d_out, num_heads, context_length, dropout=0.0, qkv_bias=False):
-        super().__init__()
-        self.d_in, self.d_out, self.num_heads, self.d_head = d_in, d_out, num_heads, d_out // num_heads
-        self.context_length = context_length
-        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.dropout = nn.Dropout(dropout)
-        self.projection = nn.Linear(d_out, d_out)
-        self.register_buffer("mask", torch.tril(torch.ones(context_length, context_length)))
+def with_forward(source, argument, body):
+    """A class's answer cell (the reference's) with its forward replaced by `body`."""
+    head = source[:source.index("    def forward(self")]
+    return head + f"    def forward(self, {argument}):\n" + body
 
-    def forward(self, x):
-        B, N, _ = x.shape
-        H, d_head = self.num_heads, self.d_head
-%(one)s
-'''
-LM = '''
-class BadLM_V2(nn.Module):
-    def __init__(self, context_length, vocab_size, emb_dim, att_dim, num_heads):
-        super().__init__()
-        self.context_length, self.vocab_size = context_length, vocab_size
-        self.emb_dim, self.att_dim, self.num_heads = emb_dim, att_dim, num_heads
-        self.token_embs = nn.Embedding(vocab_size, emb_dim)
-        self.pos_embs = nn.Embedding(context_length, emb_dim)
-        self.att = MultiHeadAttentionOneModule(emb_dim, att_dim, num_heads, context_length)
-        self.prediction_layer = nn.Linear(att_dim, vocab_size)
 
-    def forward(self, token_ids):
-        N = token_ids.shape[1]
-%(lm)s
-'''
 RIGHT_CAUSAL = '''        queries, keys, values = self.W_query(x), self.W_key(x), self.W_value(x)
         scores = (queries @ keys.transpose(1, 2)).masked_fill(self.mask[:N, :N] == 0, float("-inf"))
         weights = self.dropout(torch.softmax(scores / math.sqrt(self.d_out), dim=-1))'''
@@ -171,15 +125,18 @@ def gpt2_tokenizer():
 
 
 def notebook(kind, variables=SCRIPTS):
-    """The submission of `kind` (see the module's docstring): every answer cell written anew."""
+    """The submission of `kind` (see the module's docstring): the structure of the reference (its
+    __init__s, its wrapper of heads), every forward and function written anew."""
     parts = KINDS[kind]
-    cells = {"ex1_answer": HEAD + WEIGHTS % parts, "ex2_answer": "", "ex3_answer": CAUSAL % parts,
-             "ex5_answer": MULTI, "ex6_answer": ONE % parts, "ex8_model_answer": LM % parts,
+    cells = {"ex1_answer": HEAD + WEIGHTS % parts, "ex2_answer": "",
              "ex8_data_answer": "from torch.utils.data import DataLoader, Dataset\n" + DATA, **variables}
     found = make_notebook()
     for cell in found.cells:
         grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
-        if grade_id in cells:
+        if grade_id in FORWARDS:
+            argument, body = FORWARDS[grade_id]
+            cell.source = with_forward(cell.source, argument, body % parts)
+        elif grade_id in cells:
             cell.source = cells[grade_id]
     return found
 
