@@ -217,7 +217,8 @@ def expect_embeddings(student, reference, rng, name, shape, class_name, args, in
         fail(f"Every row of `{name}` is the same row: the input had no information in it. Run"
              " the model on a random batch (torch.randn) and store its output.")
     origin = student.origin(name, class_name)
-    if not origin["watched"]:  # graded in this process (stock nbgrader): no module calls were noted
+    if not origin["watched"]:  # graded in this process (stock nbgrader): no module call was noted, so the
+        expect_class_right(student, reference, rng, name, class_name, args, input_shape)  # class must be right
         return
     if not origin["found"]:
         fail(f"`{name}` has the right shape, but it did not come out of your {class_name}: no model"
@@ -231,6 +232,22 @@ def expect_embeddings(student, reference, rng, name, shape, class_name, args, in
         fail(f"`{name}` came out of your {class_name}, but from an input of shape {got}; the exercise"
              f" asks for a batch of shape {shape_text(input_shape)}.")
     expect_made_again(student, reference, rng, name, value, class_name, args, input_shape, origin)
+
+
+def expect_class_right(student, reference, rng, name, class_name, args, input_shape):
+    """Where no module call was watched (stock nbgrader's in-kernel mode), a variable's points are
+    withheld while the class that should make it computes other values than the exercise's does
+    (with the same parameters, on a short random input)."""
+    from autograder.checks import paired
+
+    handle, made = paired(student, reference, class_name, args, rng)
+    x = randn(rng, 1, min(8, input_shape[1]), input_shape[-1])
+    with torch.no_grad():
+        expected = made(x)
+    got = expect_tensor(student.forward(handle, x), "The output", finite=False)
+    if not close(got, expected):
+        fail(f"`{name}` is meant to be what your {class_name} computes, but your {class_name} does not compute what"
+             f" the exercise's does yet: fix {class_name} first; this variable counts once it does.")
 
 
 _MADE = {}  # (reference, class, args, dropout, bias) -> the module, built once per grading process
