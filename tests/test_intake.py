@@ -299,3 +299,55 @@ def test_folders_nested_deeper_than_any_layout_are_named_not_skipped(tmp_path):
     intake = discover([tmp_path / "inbox"], ASSIGNMENT)
     assert intake.submissions == []
     assert [who for who, why in intake.problems if "more than 6 levels down" in why] == ["a/b/c/d/e/f"]
+
+
+# -- a student's own zip (issue 47) ------------------------------------------------------------------
+def zipped(path, members):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+    return path
+
+
+def test_a_students_zip_holding_their_notebook_is_unpacked_and_graded(tmp_path):
+    folder = tmp_path / "canvas"
+    zipped(folder / "doejane_12345_6789012_my_work.zip", {"work/causal_attention.ipynb": NOTEBOOK,
+                                                          "work/notes.txt": "my notes", "__MACOSX/._x": "mac"})
+    zipped(folder / "raybob_222_7000001_both.zip", {"draft.ipynb": NOTEBOOK, "causal_attention.ipynb": NOTEBOOK})
+    intake = discover([folder], ASSIGNMENT, roster=ROSTER, unpack_to=tmp_path / "unpacked")
+    assert chosen(intake) == {"jane": "causal_attention.ipynb", "bob": "causal_attention.ipynb"}
+    jane = next(s for s in intake.submissions if s.student_id == "jane")
+    assert jane.from_zip == "my_work.zip: work/causal_attention.ipynb" and jane.lms["canvas_id"] == "12345"
+    bob = next(s for s in intake.submissions if s.student_id == "bob")
+    assert [os.path.basename(path) for path in bob.ignored] == ["draft.ipynb"]  # several notebooks: the rule as ever
+    outcomes = {row.file: row.outcome for row in intake.rows}
+    assert outcomes["doejane_12345_6789012_my_work.zip: work/causal_attention.ipynb"] == "graded (unpacked from their zip)"
+    assert outcomes["doejane_12345_6789012_my_work.zip: work/notes.txt"] == "not graded: a text file"
+    assert intake.problems == []
+
+
+def test_a_students_zip_is_unpacked_with_an_lms_zips_bounds(tmp_path, monkeypatch):
+    from autograder.runs.intake import archives
+
+    monkeypatch.setattr(archives, "MAX_MEMBER_BYTES", 1000)
+    folder = tmp_path / "moodle"
+    zipped(folder / "Jane Doe_101_assignsubmission_file_" / "work.zip",
+           {"../escape.ipynb": NOTEBOOK, "big.ipynb": "x" * 5000, "causal_attention.ipynb": NOTEBOOK})
+    zipped(folder / "Bob Ray_102_assignsubmission_file_" / "broken.zip", {"a.txt": "x"})
+    (folder / "Bob Ray_102_assignsubmission_file_" / "broken.zip").write_bytes(b"not a zip at all")
+    intake = discover([folder], ASSIGNMENT, roster=ROSTER, unpack_to=tmp_path / "unpacked")
+    assert chosen(intake) == {"jane": "causal_attention.ipynb"}
+    said = " | ".join(f"{who}: {why}" for who, why in intake.problems)
+    assert "../escape.ipynb: not unpacked: its name points outside" in said
+    assert "big.ipynb: not unpacked: it unpacks to more than" in said
+    assert "broken.zip: this zip was not unpacked" in said and "bob" in said  # and he has no notebook: said too
+
+
+def test_a_notebook_beside_a_zip_is_graded_and_the_zip_is_not_opened(tmp_path):
+    folder = tmp_path / "canvas"
+    files(folder, ["doejane_12345_6789012_causal_attention.ipynb"])
+    zipped(folder / "doejane_12345_6789013_old.zip", {"old.ipynb": NOTEBOOK})
+    intake = discover([folder], ASSIGNMENT, roster=ROSTER, unpack_to=tmp_path / "unpacked")
+    assert chosen(intake) == {"jane": "doejane_12345_6789012_causal_attention.ipynb"}
+    assert not (tmp_path / "unpacked").exists()

@@ -15,7 +15,7 @@ import zipfile
 import nbformat
 import pytest
 
-from helpers import cli, crashing_notebook, example, make_gradebook, make_notebook, new_course
+from helpers import SCORES, cli, crashing_notebook, example, make_gradebook, make_notebook, new_course
 
 ASSIGNMENT = "causal_attention"
 SEED = 11
@@ -44,8 +44,14 @@ def downloads(tmp_path_factory):
     files = {"ada": text(example("ada")), "ben": text(example("ben")), "fay": text(crashing_notebook()),
              "eve": "{\"cells\": [ this is not JSON"}
     canvas = tmp / "submissions.zip"
+    ben = io.BytesIO()  # ben hands his notebook in inside a zip of his own
+    with zipfile.ZipFile(ben, "w") as own:
+        own.writestr(f"my work/{ASSIGNMENT}.ipynb", files["ben"])
     with zipfile.ZipFile(canvas, "w") as archive:
         for number, (student, body) in enumerate(files.items(), start=1):
+            if student == "ben":
+                archive.writestr(f"{CANVAS[student]}_{7000 + number}_my_work.zip", ben.getvalue())
+                continue
             archive.writestr(f"{CANVAS[student]}_{7000 + number}_{ASSIGNMENT}.ipynb", body)
         archive.writestr(f"{CANVAS['cy']}_7100_{ASSIGNMENT}.ipynb", text(make_notebook(untouched=True)))
         archive.writestr(f"{CANVAS['cy']}_7200_{ASSIGNMENT}-1.ipynb", text(example("ada")))  # resubmitted, right
@@ -103,6 +109,9 @@ def check_week(course, done, grades):
     assert sorted(grades) == ["ada", "ben", "cy", "eve", "fay"]  # roster ids, one row each
     assert float(grades["cy"]["total"]) == float(grades["ada"]["total"]) == 26  # the resubmission counts
     assert "you uploaded this notebook more than once" in grades["cy"]["notes"]
+    if "zip" in grades["ben"]["notes"]:  # Canvas: ben's notebook came in a zip of his own
+        assert f"graded from inside the zip you handed in (my_work.zip: my work/{ASSIGNMENT}.ipynb)" in grades["ben"]["notes"]
+        assert "graded (unpacked from their zip)" in (course / "graded" / ASSIGNMENT / "intake.csv").read_text()
     assert grades["eve"]["status"] == "invalid"
     assert "dee: handed in no notebook, only causal_attention.py (a Python file)" in out
     assert "eve: could not be graded (the file is not valid JSON" in out
@@ -114,20 +123,22 @@ def check_week(course, done, grades):
 
 def week(tmp_path, download, roster, form, written):
     """Grade `download`, score the written answers `written` ({student: points per question}),
-    export `form`; returns (the LMS file's rows, {student: autograded total})."""
+    export `form`; returns (the LMS file's rows, {student: autograded total}, {student: notes})."""
     course, done, grades = graded(tmp_path, download, roster)
     check_week(course, done, grades)
     score_written_answers(course, written)
     exported = cli("export", form, ASSIGNMENT, "--roster", roster, "--course", course)
     assert exported.returncode == 0, said(exported)
     text = (course / "graded" / ASSIGNMENT / f"{form}-{ASSIGNMENT}.csv").read_text()
-    return list(csv.reader(io.StringIO(text))), {s: float(grades[s]["total"]) for s in grades}
+    return (list(csv.reader(io.StringIO(text))), {s: float(grades[s]["total"]) for s in grades},
+            {s: grades[s]["notes"] for s in grades})
 
 
 @pytest.mark.usefixtures("sandbox_required")
 def test_a_canvas_zip_grades_the_class_under_roster_ids_and_canvas_imports_it(downloads, tmp_path):
     canvas, _, roster = downloads
-    table, autograded = week(tmp_path, canvas, roster, "canvas", {"ada": 1.0, "ben": 0.5, "cy": 1.0, "fay": 0.0})
+    table, autograded, notes = week(tmp_path, canvas, roster, "canvas", {"ada": 1.0, "ben": 0.5, "cy": 1.0, "fay": 0.0})
+    assert autograded["ben"] == SCORES["ben"] and "zip" in notes["ben"]  # graded from inside his zip
     assert table[0] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "Causal attention"]
     assert table[1] == ["Points Possible", "", "", "", "", "30"]
     assert {row[1]: row[5] for row in table[2:]} == {
@@ -139,7 +150,7 @@ def test_a_canvas_zip_grades_the_class_under_roster_ids_and_canvas_imports_it(do
 @pytest.mark.usefixtures("sandbox_required")
 def test_a_moodle_download_grades_the_class_under_roster_ids_and_moodle_imports_it(downloads, tmp_path):
     _, moodle, roster = downloads
-    table, autograded = week(tmp_path, moodle, roster, "moodle", {"ada": 1.0, "ben": 1.0, "cy": 0.25, "fay": 1.0})
+    table, autograded, _ = week(tmp_path, moodle, roster, "moodle", {"ada": 1.0, "ben": 1.0, "cy": 0.25, "fay": 1.0})
     assert table[0] == ["ID number", "Causal attention"]
     assert dict(table[1:]) == {"N101": f"{autograded['ada'] + 4:g}", "N102": f"{autograded['ben'] + 4:g}",
                                "N103": "27", "N104": "", "N105": "0", "N106": f"{autograded['fay'] + 4:g}"}

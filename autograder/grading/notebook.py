@@ -46,6 +46,7 @@ class Submission:
     lms: dict = field(default_factory=dict)  # the LMS's identities of the student ({"canvas_id": ...})
     submitted_at: str = ""  # a submission time the intake read from where it came (not timestamp.txt)
     layout: str = ""  # where it came from: "nbgrader", "canvas", "moodle", "pattern", "files"
+    from_zip: str = ""  # "<zip>: <member>" when the notebook was in a zip the student handed in
     # The batch's own reading of the file (a Sanitized), when it worked out the answers key
     # from it: a local worker grades that instead of reading and sanitizing the file again.
     clean: object = field(default=None, repr=False, compare=False)

@@ -219,7 +219,8 @@ class _Recorder:
         submission = self.submissions.get(result.student_id)
         if submission is None:
             return result
-        notes = [note for note in (submission.renamed, replaced_note(submission)) if note and note not in result.notes]
+        notes = [note for note in (submission.renamed, replaced_note(submission), zip_note(submission))
+                 if note and note not in result.notes]
         if not notes and (not submission.lms or result.lms == submission.lms):
             return result
         result = Result.from_json(result.to_json())
@@ -276,6 +277,16 @@ def replaced_note(submission):
     return (f"you uploaded this notebook more than once: your newest upload, {visible(submission.path.name, 120)},"
             f" was graded, and the earlier {'ones' if len(submission.replaced) > 1 else 'one'}"
             f" ({listed(submission.replaced)}) not")
+
+
+def zip_note(submission):
+    """The note for a student whose notebook came out of the zip they handed in, or ""."""
+    if not submission.from_zip:
+        return ""
+    from autograder.untrusted import visible
+
+    return (f"your notebook was graded from inside the zip you handed in ({visible(submission.from_zip, 160)});"
+            " handing in the .ipynb file itself works too")
 
 
 def graded_folder(assignment, out_dir=None):

@@ -12,7 +12,7 @@ of several different notebooks, the one named after the assignment (else the sho
 name) is graded and the student is told which.
 """
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from autograder.course import CourseError
@@ -70,7 +70,7 @@ def discover(paths, assignment, roster=None, pattern=None, unpack_to=None):
     identities = Identities(roster)
     identities.assign(found)
     intake.problems += identities.problems
-    _choose(found, assignment, intake)
+    _choose(found, assignment, intake, unpack_to)
     if not intake.submissions and not intake.problems:
         intake.problems.append(("", f"no submissions were found in {', '.join(str(p) for p in paths)}"))
     return intake
@@ -183,14 +183,18 @@ def _kind(path):
     return KINDS.get(path.suffix.lower(), f"a {path.suffix} file" if path.suffix else "a file without an extension")
 
 
-def _choose(found, assignment, intake):
-    """One Submission per student: their newest upload of the notebook that counts."""
+def _choose(found, assignment, intake, unpack_to=None):
+    """One Submission per student: their newest upload of the notebook that counts. A student who
+    handed in no notebook but a zip has the notebooks in it read, as nbgrader's zip_collect would."""
     by_student = {}
     for item in found:
         by_student.setdefault(item.student_id, []).append(item)
     for student, items in sorted(by_student.items()):
         notebooks = [item for item in items if item.is_notebook]
         others = [item for item in items if not item.is_notebook]
+        if not notebooks and unpack_to is not None and any(is_zip(item.path) for item in others):
+            notebooks = _from_zips([item for item in others if is_zip(item.path)], unpack_to, intake)
+            others = [item for item in others if not is_zip(item.path)]
         if not notebooks:
             listed = ", ".join(f"{visible(item.upload or item.path.name, 80)} ({_kind(item.path)})" for item in others)
             intake.problems.append((student, f"handed in no notebook, only {listed}: not graded (ask for the .ipynb)"))
@@ -200,13 +204,42 @@ def _choose(found, assignment, intake):
         chosen, replaced, ignored = _newest(notebooks, assignment)
         submission = _submission(chosen, replaced, ignored)
         intake.submissions.append(submission)
-        intake.rows.append(_row(chosen, "graded" + (f" as {submission.student_id}" if submission.renamed else "")))
+        intake.rows.append(_row(chosen, "graded" + (f" as {submission.student_id}" if submission.renamed else "")
+                                + (" (unpacked from their zip)" if chosen.from_zip else "")))
         for item in replaced:
             intake.rows.append(_row(item, f"replaced by a newer upload ({visible(chosen.path.name, 120)})"))
         for item in ignored:
             intake.rows.append(_row(item, f"not graded: {visible(chosen.path.name, 120)} was graded instead"))
         for item in others:
             intake.rows.append(_row(item, f"not graded: not a notebook ({_kind(item.path)})"))
+
+
+def _from_zips(zips, unpack_to, intake):
+    """The notebooks in a student's own zips (Found, theirs), unpacked with the bounds of an LMS's zip
+    (archives.unpack: members, sizes, links, names); every other file in them becomes a Row."""
+    found = []
+    for item in zips:
+        folder = _unpacked(item.path, item.shown, unpack_to, intake)
+        if folder is None:
+            intake.rows.append(_row(item, "not graded: the zip could not be unpacked"))
+            continue
+        inside = []
+        for path in sorted(folder.rglob("*")):
+            parts = path.relative_to(folder).parts
+            if (path.is_dir() or path.name == DONE or any(part in IGNORED_FOLDERS for part in parts)
+                    or path.name in IGNORED_NAMES or path.name.startswith("._")):
+                continue
+            member = "/".join(parts)
+            if path.is_symlink() or path.suffix.lower() != ".ipynb" or len(inside) >= MAX_FILES:
+                why = "a link" if path.is_symlink() else _kind(path)
+                intake.rows.append(Row(item.student_id, f"{item.shown}: {member}", item.layout, outcome=f"not graded: {why}"))
+                continue
+            inside.append(replace(item, path=path, shown=f"{item.shown}: {member}", upload=path.name,
+                                  from_zip=f"{item.upload or item.path.name}: {member}"))
+        if not inside:
+            intake.rows.append(_row(item, "not graded: no notebook in this zip"))
+        found += inside
+    return found
 
 
 def _newest(notebooks, assignment):
@@ -247,4 +280,4 @@ def _submission(chosen, replaced, ignored):
     lms = {**chosen.lms, **({"lms_name": chosen.name} if chosen.name else {})}
     return Submission(student, chosen.path, ignored=[str(item.path) for item in ignored], renamed=renamed,
                       replaced=[item.path.name for item in replaced], lms=lms, submitted_at=chosen.submitted_at,
-                      layout=chosen.layout)
+                      layout=chosen.layout, from_zip=chosen.from_zip)

@@ -43,6 +43,7 @@ class Found:
     order: tuple = ()  # newer sorts later: (Canvas attachment id, resubmission number)
     submitted_at: str = ""  # a time the layout gives (a pattern's timestamp)
     student_id: str = ""  # ours, once identities.py has mapped `key`
+    from_zip: str = ""  # "<zip>: <member>" for a notebook found in the student's own zip
 
     @property
     def is_notebook(self):
