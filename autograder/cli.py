@@ -202,9 +202,7 @@ def cmd_grade(args):
         scheduler = _dask_scheduler(args)  # each worker is asked whether it may run student code
     else:
         may_run_student_code(args.unsafe_no_sandbox)
-    limits = {"timeout": args.timeout} if args.timeout else {}
-    if args.memory_mb:
-        limits["memory_bytes"] = args.memory_mb * 2**20
+    limits = _limits(args)
     progress = _Progress()
     folder = graded_folder(assignment, args.out or (Path(args.scratch) / "graded" / assignment.name if args.scratch
                                                     else None))
@@ -222,25 +220,57 @@ def cmd_grade(args):
     return 1 if report.problems or any(r.status == ERROR for r in report.graded) else 0
 
 
+def _limits(args):
+    """The limits `grade` gives over the assignment's, from --timeout and --memory-mb."""
+    limits = {"timeout": args.timeout} if args.timeout else {}
+    if args.memory_mb:
+        limits["memory_bytes"] = args.memory_mb * 2**20
+    return limits
+
+
 def _print_intake(assignment, args, roster):
-    """`grade --dry-run`: whose each file is and what would be graded; nothing runs or is written."""
+    """`grade --dry-run`: whose each file is and what the run would do with it (grade, grade again,
+    keep, leave out), decided as the run decides it (`plan_batch`); nothing runs or is written."""
     import tempfile
 
-    from autograder.runs.batch import BatchOptions, take_in
+    from autograder.grading.sandbox import NoSandbox, require_sandbox
+    from autograder.runs.batch import BatchOptions, graded_folder, plan_batch
 
+    try:
+        isolation = require_sandbox(args.unsafe_no_sandbox)
+    except NoSandbox as refusal:
+        console.print(f"[red]The run would refuse to grade: {shown(refusal, None)}[/red]", highlight=False)
+        isolation = "none"
+    folder = graded_folder(assignment, args.out or (Path(args.scratch) / "graded" / assignment.name if args.scratch
+                                                    else None))
+    options = BatchOptions(roster=roster, pattern=args.pattern, force=args.force, limits=_limits(args),
+                           max_notebook_mb=args.max_notebook_mb)
     with tempfile.TemporaryDirectory(prefix="autograder-dry-run-") as scratch:  # zips are unpacked, then gone
-        intake = take_in(assignment, args.paths, BatchOptions(roster=roster, pattern=args.pattern), unpack_to=scratch)
-    table = Table(title=f"What `autograder grade {shown(args.assignment)}` would grade (nothing was run or written)")
+        plan = plan_batch(assignment, args.paths, options, isolation=isolation, unpack_to=scratch, folder=folder)
+    intake = plan.intake
+    table = Table(title=f"What `autograder grade {shown(args.assignment)}` would do (nothing was run or written)")
     for column in ("student", "file", "from", "LMS id", "LMS name", "what happens"):
         table.add_column(column)
     for row in sorted(intake.rows, key=lambda row: (row.student_id == "", row.student_id, row.file)):
         table.add_row(shown(row.student_id) or "-", shown(row.file, 120), row.layout or "-", shown(row.lms_id) or "-",
                       shown(row.name, 60) or "-", shown(row.outcome, 300))
     console.print(table)
-    count = len(intake.submissions)
-    console.print(f"{count} {'student' if count == 1 else 'students'} would be graded.", highlight=False)
+    console.print(dry_run_summary(plan), highlight=False)
     print_problems(intake.problems, rest="a dry run: nothing was graded")
     return 1 if intake.problems else 0
+
+
+def dry_run_summary(plan):
+    """One line: how many students the run would grade (again), keep and leave out, and who."""
+    from autograder.untrusted import listed
+
+    def who(ids):
+        return f" ({listed(sorted(ids), 8)})" if ids else ""
+
+    fresh = [s.student_id for s in plan.todo if s.student_id not in plan.again]
+    return (f"Would grade {len(fresh)}{who(fresh)}, grade again {len(plan.again)}{who(plan.again)}, keep"
+            f" {len(plan.kept)} already graded{who([r.student_id for r in plan.kept])}, and leave out"
+            f" {len(plan.removed)} removed{who(plan.removed)}.")
 
 
 class _Progress:

@@ -285,7 +285,8 @@ def test_dry_run_shows_the_mapping_writes_nothing_and_says_what_needs_a_look(tmp
                env={**os.environ, "TMPDIR": str(tmp_path)})
     out = " ".join(done.stdout.split())
     assert done.returncode == 1, done.stdout + done.stderr
-    assert "1 student would be graded" in out and "replaced by a newer upload" in out
+    assert "Would grade 1 (jane), grade again 0, keep 0 already graded, and leave out 0 removed" in out
+    assert "replaced by a newer upload" in out
     assert "bob: handed in no notebook, only causal_attention.py (a Python file)" in out
     assert "a dry run: nothing was graded" in out and "Traceback" not in done.stdout + done.stderr
     assert not (course / "graded").exists() and not (course / "downloaded").exists()

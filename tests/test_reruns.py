@@ -283,3 +283,41 @@ def test_a_real_weight_change_regrades_with_the_new_weight(tmp_path):
     assert report.regraded == 1 and report.skipped == 0
     assert after.scores["ex3"] < before.scores["ex3"] and after.max_score == before.max_score == 26
     assert grades(report.out_dir)["ben"] == after.score and after.notebook_sha256 == sha256(tmp_path / "in" / "ben.ipynb")
+
+
+def test_a_dry_run_says_exactly_what_the_run_then_does(tmp_path):
+    """`grade --dry-run` (`plan_batch`) decides as the run decides: it says which students are
+    graded, graded again, kept and left out as removed, and the run that follows does just that,
+    before and after a change of the checks (issue 47)."""
+    from autograder.runs.batch import plan_batch
+    from autograder.runs.remove import remove
+    from helpers import cli
+
+    course = new_course(tmp_path)
+    assignment = assignment_of(course)
+    hand_in(tmp_path / "in", {"a1": "ada", "b1": "ben", "c1": "cy"})
+    grade_batch(assignment, [tmp_path / "in"], scheduler=WeightScheduler(), seed=1)
+    remove(assignment, ["c1"])
+    hand_in(tmp_path / "in", {"d1": "dee"})
+
+    def plan():
+        found = plan_batch(assignment, [tmp_path / "in"], isolation="bubblewrap")
+        fresh = sorted(s.student_id for s in found.todo if s.student_id not in found.again)
+        return fresh, sorted(found.again), sorted(r.student_id for r in found.kept), found.removed
+
+    def run():
+        scheduler = WeightScheduler()
+        report = grade_batch(assignment, [tmp_path / "in"], scheduler=scheduler)
+        graded = sorted(r.student_id for r in report.graded)
+        return graded, report.regraded, report.skipped, sorted(r.student_id for r in report.results)
+
+    before = plan()
+    assert before == (["d1"], [], ["a1", "b1"], ["c1"])
+    assert run() == (["d1"], 0, 2, ["a1", "b1", "d1"])  # c1, removed, is left out as the dry run said
+    reweigh(course, 5)
+    after = plan()
+    assert after == ([], ["a1", "b1", "d1"], [], ["c1"])
+    printed = cli("grade", "causal_attention", tmp_path / "in", "--course", course, "--dry-run")
+    assert "Would grade 0, grade again 3 (a1, b1, d1), keep 0 already graded, and leave out 1 removed (c1)" in \
+        " ".join(printed.stdout.split()), printed.stdout + printed.stderr
+    assert run() == (["a1", "b1", "d1"], 3, 0, ["a1", "b1", "d1"])

@@ -85,9 +85,11 @@ def grade_batch(assignment, paths, outputs=None, out_dir=None, scheduler=None, o
     scheduler = scheduler or LocalScheduler(options.jobs)
     isolation = scheduler.require_sandbox(options.unsafe_no_sandbox)  # a cluster asks each worker
     verify(comparisons=False)  # the workers check the comparisons once they have torch
-    intake = take_in(assignment, paths, options)  # a path that is not there stops here, before anything runs
-    folder = graded_folder(assignment, out_dir).make()
-    submissions = _not_removed(intake, folder.removed())
+    folder = graded_folder(assignment, out_dir)
+    plan = plan_batch(assignment, paths, options, isolation=isolation, folder=folder, late=late)  # as --dry-run says
+    intake, todo, kept, stale = plan.intake, plan.todo, plan.kept, len(plan.again) if not options.force else 0
+    folder.make()
+    submissions = [s for s in intake.submissions if s.student_id not in plan.removed]
     folder.write_intake(intake.rows)
     outputs = standard_outputs(assignment, folder) if outputs is None else list(outputs)
     late.given(submissions)
@@ -95,7 +97,6 @@ def grade_batch(assignment, paths, outputs=None, out_dir=None, scheduler=None, o
     identical = IdenticalAnswers(assignment, spec, folder, read_source(assignment), read_release(assignment),
                                  use_cache=not options.force)
     clock = _Clock({})
-    todo, kept, stale = _split(submissions, folder, identical, late, options.force)
     clock("checking earlier results")
     report = BatchReport(skipped=len(kept), regraded=stale, out_dir=folder.root, phases=clock.phases,
                          problems=[*intake.problems, *((s.student_id, s.renamed) for s in submissions if s.renamed),
@@ -122,6 +123,55 @@ def grade_batch(assignment, paths, outputs=None, out_dir=None, scheduler=None, o
     report.changes = [change for output in outputs for change in getattr(output, "changes", [])]
     report.seconds = time.perf_counter() - started
     return report
+
+
+@dataclass
+class Plan:
+    """What a run of `grade_batch` will do with what it is handed, worked out without grading or
+    writing anything (`plan_batch`; `grade --dry-run` prints it): the students it grades (`todo`;
+    of them, `again` have an earlier result of the same file made with other checks, settings or
+    grader, or are graded again on --force), those whose current result it keeps (`kept`), and
+    those a TA removed (`removed`). The intake's rows say it for each file."""
+    intake: object
+    todo: list = field(default_factory=list)  # Submission
+    kept: list = field(default_factory=list)  # earlier results kept
+    again: list = field(default_factory=list)  # student ids of `todo` graded again
+    removed: list = field(default_factory=list)  # student ids left out: removed by a TA
+
+
+def plan_batch(assignment, paths, options=None, out_dir=None, isolation="bubblewrap", unpack_to=None, folder=None,
+               late=None):
+    """The Plan of grading `paths` with `options` into `out_dir`, as `grade_batch` decides it; reads
+    files, writes none (zips go to `unpack_to`, a dry run's scratch folder, when given)."""
+    from autograder.runs.identical import IdenticalAnswers
+
+    options = options if isinstance(options, BatchOptions) else BatchOptions(**(options or {}))
+    late = late or _late_work(assignment, options)  # (the run's own: it remembers earlier results' times)
+    intake = take_in(assignment, paths, options, unpack_to=unpack_to)
+    folder = folder or graded_folder(assignment, out_dir)
+    removed = folder.removed()
+    submissions = _not_removed(intake, removed)
+    spec = _spec(assignment, folder, options, isolation, keep_notebook=False, seed=0)  # the seed decides nothing here
+
+    class Current:  # (read the source and release notebooks only where there is an earlier result to judge)
+        judge = None
+
+        def current(self, submission, earlier):
+            if self.judge is None:
+                self.judge = IdenticalAnswers(assignment, spec, folder, read_source(assignment),
+                                              read_release(assignment), use_cache=not options.force)
+            return self.judge.current(submission, earlier)
+
+    todo, kept, again = _split(submissions, folder, Current(), late, options.force)
+    plan = Plan(intake, todo, kept, again, sorted({s.student_id for s in intake.submissions} & set(removed)))
+    kept_ids = {result.student_id for result in kept}
+    for row in intake.rows:
+        if row.outcome.startswith("graded") and row.student_id in kept_ids:
+            row.outcome = "kept: graded before, and its result is current"
+        elif row.outcome.startswith("graded") and row.student_id in again:
+            row.outcome = ("graded again: --force" if options.force else
+                           "graded again: its earlier result was made with other checks, settings or grader")
+    return plan
 
 
 def take_in(assignment, paths, options=None, unpack_to=None):
@@ -160,15 +210,15 @@ def _late_work(assignment, options):
 
 
 def _split(submissions, folder, identical, late, force):
-    """(submissions to grade, [earlier results kept], how many of those to grade have an earlier
-    result of the same file that is not current).
+    """(submissions to grade, [earlier results kept], the ids of those to grade that have an earlier
+    result of the same file, not current or graded again on `force`).
 
     A result made with other checks, weights, settings, solutions or grader is graded again by
     default, not kept and named: a stale grade shown as current is the worst thing a grader can
     do (the TA has no reason to doubt it, the student no way to know), and identical answers
     are run once, so a regrade of a class costs a run per distinct answer (see identical.py).
     A result of another seed is kept (the folder's seed is the TA's choice; --force draws again)."""
-    todo, kept, stale = [], [], 0
+    todo, kept, again = [], [], []
     for submission in submissions:
         earlier = _earlier_result(folder, submission)
         if earlier is not None:
@@ -176,9 +226,9 @@ def _split(submissions, folder, identical, late, force):
             if not force and identical.current(submission, earlier):
                 kept.append(earlier)
                 continue
-            stale += not force
+            again.append(submission.student_id)
         todo.append(submission)
-    return todo, kept, stale
+    return todo, kept, again
 
 
 class _Recorder:
@@ -307,11 +357,11 @@ def write_outputs(outputs, results):
     return report.problems
 
 
-def _spec(assignment, folder, options, isolation, keep_notebook):
+def _spec(assignment, folder, options, isolation, keep_notebook, seed=None):
     from autograder.grading.submission import BatchSpec
 
     return BatchSpec(assignment=assignment.name, course=str(assignment.course.root),
-                     seed=folder.seed(options.seed, options.force),
+                     seed=folder.seed(options.seed, options.force) if seed is None else seed,
                      limits={**assignment.limits, **(options.limits or {})}, isolation=isolation,
                      keep_notebook=keep_notebook, **_notebook_limit(options.max_notebook_mb))
 
