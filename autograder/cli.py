@@ -401,7 +401,7 @@ def cmd_export(args):
     """The final grade file: autograded + written (formgrader) + extra credit - late, for an
     assignment or the course, as a plain CSV or Canvas's or Moodle's import."""
     from autograder.outputs import final, lms
-    from autograder.runs.finalgrades import export
+    from autograder.runs.finalgrades import NO_NOTEBOOK, NOTHING, REMOVED, export
 
     try:
         roster = lms.read_roster(args.roster) if args.roster else None
@@ -419,13 +419,18 @@ def cmd_export(args):
     waiting = report.students(final.NEEDS_GRADING)
     lines = [("written answers still to grade in formgrader (no final grade yet)", waiting),
              ("not graded yet because of a grader error: run `autograder grade` again", report.students(final.NOT_YET)),
-             ("on the roster with nothing handed in (left empty)", report.students(final.NO_SUBMISSION)),
+             ("could not be graded (not a notebook, or damaged: 0 points, and their page asks for a new file)",
+              report.students(final.NOT_GRADABLE)),
+             ("on the roster with nothing handed in (left empty)", report.without_grade(NOTHING)),
+             ("handed in no notebook (left empty; ask them for the .ipynb)", report.without_grade(NO_NOTEBOOK)),
+             ("removed (left empty)", report.without_grade(REMOVED)),
              ("graded but not on the roster (not in the file)", export_found.not_on_roster),
              ("late penalty differs under the current late policy or roster: run `autograder grade` again",
               [f"{student} ({name})" for name, student in report.stale_penalties])]
     for label, students in lines:
         if students:
-            console.print(f"[yellow]{len(students)} {label}:[/yellow] {shown(', '.join(students), 2000)}",
+            joined = ("; " if any(": " in student for student in students) else ", ").join(students)  # with reasons
+            console.print(f"[yellow]{len(students)} {label}:[/yellow] {shown(joined, 2000)}",
                           highlight=False)
     for name in report.empty:
         console.print(f"[yellow]{name} has no results yet[/yellow]: grade it with `autograder grade {name} PATH`.",

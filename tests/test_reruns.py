@@ -321,3 +321,32 @@ def test_a_dry_run_says_exactly_what_the_run_then_does(tmp_path):
     assert "Would grade 0, grade again 3 (a1, b1, d1), keep 0 already graded, and leave out 1 removed (c1)" in \
         " ".join(printed.stdout.split()), printed.stdout + printed.stderr
     assert run() == (["a1", "b1", "d1"], 3, 0, ["a1", "b1", "d1"])
+
+
+def test_export_says_why_a_student_on_the_roster_has_no_grade(tmp_path):
+    """Not "nothing handed in" for everyone without a grade (issue 47): a student who handed in only a
+    .py file, one a TA removed (with how to undo it), and one who handed in nothing are told apart."""
+    import shutil
+
+    from autograder.runs.remove import remove
+    from helpers import cli
+
+    course = make_gradebook(new_course(tmp_path))
+    assignment = assignment_of(course)
+    hand_in(tmp_path / "flat", {"ada": "ada", "ben": "ben"})
+    for student in ("ada", "ben"):
+        target = course / "submitted" / student / "causal_attention"
+        target.mkdir(parents=True)
+        shutil.copy(tmp_path / "flat" / f"{student}.ipynb", target / "causal_attention.ipynb")
+    (course / "submitted" / "cy" / "causal_attention").mkdir(parents=True)
+    (course / "submitted" / "cy" / "causal_attention" / "causal_attention.py").write_text("x = 1\n")
+    grade_batch(assignment, [course / "submitted"], scheduler=CountingScheduler(), seed=1)
+    remove(assignment, ["ben"])
+    roster = tmp_path / "roster.csv"
+    roster.write_text("student_id\nada\nben\ncy\ndee\n")
+    done = cli("export", "csv", "causal_attention", "--roster", roster, "--course", course)
+    said = " ".join(done.stdout.split())
+    assert "1 on the roster with nothing handed in (left empty): dee" in said, said
+    assert "1 handed in no notebook (left empty; ask them for the .ipynb): cy: handed in" in said
+    assert "cy/causal_attention/causal_attention.py, no notebook it could grade" in said
+    assert "1 removed (left empty): ben: removed on" in said and "autograder remove causal_attention ben --undo" in said

@@ -17,6 +17,9 @@ from autograder.runs.late import LatePolicy, LateWork
 FORMATS = ("csv", "canvas", "moodle")
 
 
+REMOVED, NO_NOTEBOOK, NOTHING = "removed", "no notebook", "nothing"  # why a student on the roster has no grade
+
+
 @dataclass
 class ExportReport:
     target: Path
@@ -24,9 +27,18 @@ class ExportReport:
     export: lms.Export = None  # who is missing on which side (Canvas and Moodle)
     stale_penalties: list = field(default_factory=list)  # (assignment, student): the policy now says otherwise
     empty: list = field(default_factory=list)  # assignments with no results yet
+    # (assignment, student) -> (REMOVED | NO_NOTEBOOK | NOTHING, in words) for a student on the roster
+    # without a result: what a TA needs to know to do something about it
+    no_grade: dict = field(default_factory=dict)
 
     def students(self, status):
         return sorted({s for a in self.assignments for s, g in a.grades.items() if g.status == status})
+
+    def without_grade(self, kind):
+        """["student: why"] (with the assignment, when the file holds several) of one kind of no grade."""
+        several = len(self.assignments) > 1
+        return [f"{student}{f' ({name})' if several else ''}: {why}" if why else f"{student}{f' ({name})' if several else ''}"
+                for (name, student), (found, why) in sorted(self.no_grade.items()) if found == kind]
 
 
 def assignment_grades(assignment, roster=None, results_dir=None, column=None):
@@ -68,6 +80,10 @@ def export(course, names, form, roster=None, key=None, out=None, results_dir=Non
         grades, stale = assignment_grades(assignment, roster, results_dir, column)
         if not any(g.status != final.NO_SUBMISSION for g in grades.grades.values()):
             report.empty.append(assignment.name)
+        folder = graded_folder(assignment, results_dir)
+        for student, grade in grades.grades.items():
+            if grade.status == final.NO_SUBMISSION:
+                report.no_grade[(assignment.name, student)] = why_no_grade(folder, assignment.name, student)
         report.assignments.append(grades)
         report.stale_penalties += [(assignment.name, student) for student in stale]
     text = _text(report, form, roster, key)
@@ -78,6 +94,21 @@ def export(course, names, form, roster=None, key=None, out=None, results_dir=Non
     target.parent.mkdir(parents=True, exist_ok=True)
     report.target = write_atomically(target, text)
     return report
+
+
+def why_no_grade(folder, name, student):
+    """(REMOVED | NO_NOTEBOOK | NOTHING, in words) for a student of the roster without a result in
+    `folder`: removed by a TA (and how to undo it), or what they handed in that was no notebook
+    (from the last run's intake.csv), or nothing the grader was handed."""
+    from autograder.untrusted import listed
+
+    removed = folder.removed().get(student)
+    if removed:
+        return REMOVED, f"{removed}; `autograder remove {name} {student} --undo` grades them again"
+    files = [row.get("file", "") for row in folder.intake() if row.get("student_id") == student]
+    if files:
+        return NO_NOTEBOOK, f"handed in {listed(files, 4, 80)}, no notebook it could grade"
+    return NOTHING, ""
 
 
 def _prefix(form):
