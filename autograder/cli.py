@@ -362,11 +362,10 @@ def _graded(args, out_dir):
 def _pages(assignment, folder, feedback=True):
     """The class report, and each student's feedback page unless `feedback` is false."""
     from autograder.outputs.feedback import FeedbackPages, layout_of
-    from autograder.outputs.report import ClassReport
-    from autograder.runs.batch import read_source
+    from autograder.runs.batch import class_report, read_source
 
-    layout = layout_of(read_source(assignment))
-    return [*([FeedbackPages(folder, layout)] if feedback else []), ClassReport(folder, assignment.name, layout)]
+    source = read_source(assignment)
+    return [*([FeedbackPages(folder, layout_of(source))] if feedback else []), class_report(assignment, folder, source)]
 
 
 def cmd_feedback(args):

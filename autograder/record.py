@@ -97,7 +97,9 @@ class Result:
     reusable: str = ""
     seed: int = None
     submitted_at: str = ""  # ISO time the submission was handed in, when known
-    late_penalty: float = 0.0  # points deducted for lateness (already out of `score`)
+    # Points deducted for lateness: out of `score`, which stops at 0, and out of the final grade
+    # (outputs/final.py), which takes the rest from the written answers' points.
+    late_penalty: float = 0.0
     late_note: str = ""  # why, in words; "" when on time or with no late policy
     sandbox: str = ""  # "bubblewrap", "none" (--unsafe-no-sandbox), "" (never ran)
     # The LMS's identities of the student, as the intake read them from where the file came
@@ -117,7 +119,9 @@ class Result:
 
     @property
     def raw_score(self):
-        """The points before any late penalty."""
+        """The points before any late penalty: the cells' (the score stops at 0, the penalty may not)."""
+        if self.cells:
+            return round(sum(cell.score for cell in self.cells), 2)
         return round(self.score + self.late_penalty, 2)
 
     @property

@@ -40,6 +40,17 @@ def test_percent_per_started_day_with_grace_cap_and_cutoff(late, percent):
         assert "no points" in why
 
 
+def test_the_base_is_the_total_by_default_or_the_autograded_points():
+    total = LatePolicy.from_settings({**POLICY, "of": "total"}).__class__(DUE, percent_per_day=10, total=30)
+    assert total.penalty(26, DUE + timedelta(hours=1)) == (3.0, total.penalty(26, DUE + timedelta(hours=1))[1])
+    assert "10% of all 30 points (the written answers' included)" in total.penalty(26, DUE + timedelta(hours=1))[1]
+    autograded = LatePolicy(DUE, percent_per_day=10, total=30, of="autograded")
+    assert autograded.penalty(26, DUE + timedelta(hours=1))[0] == 2.6
+    cutoff = LatePolicy(DUE, percent_per_day=10, total=30, of="autograded", cutoff=DUE + timedelta(days=1))
+    assert cutoff.penalty(26, DUE + timedelta(days=2))[0] == 30  # after the cutoff, every point either way
+    assert policy().of == "total"
+
+
 def test_per_hour_and_extensions():
     hourly = policy(percent_per_day=0, percent_per_hour=2, cap_percent=100)
     assert hourly.penalty(10, DUE + timedelta(hours=2, minutes=30))[0] == 0.6  # 3 started hours
@@ -54,6 +65,7 @@ def test_per_hour_and_extensions():
     ({"due": DUE, "cutoff": DUE - timedelta(days=1)}, "before the due date"),
     ({"due": "next friday"}, "not a date and time"),
     ({"due": DUE, "penalty": 3}, "unknown settings"),
+    ({"due": DUE, "of": "maximum"}, "\"total\" .* or \"autograded\", not 'maximum'"),
 ])
 def test_a_bad_policy_is_named(table, words):
     with pytest.raises(LateError, match=words):
@@ -70,11 +82,21 @@ def test_toml_dates_and_nbgrader_timestamps_read_alike(tmp_path):
     assert times["x"] - DUE == timedelta(hours=1, minutes=1) and times["y"] == times["x"]
 
 
-def test_on_time_late_extended_and_past_cutoff_in_every_output(tmp_path):
+@pytest.mark.parametrize("of", ["total", "autograded", None])
+def test_on_time_late_extended_and_past_cutoff_in_every_output(tmp_path, of):
+    """The penalty is a share of every graded cell's points (30: the written answers' 4 too) by
+    default, as the docs say, or of the 26 autograded points; the base is said on the page, in the
+    class report and in the final grade file, and the penalty comes off the final grade whole."""
+    from autograder.course import Course
+    from autograder.grading.notebook import grade_cells, manual_cells
+    from autograder.runs.batch import read_source
+    from autograder.runs.finalgrades import export
+
     course = new_course(tmp_path)
     settings = course / "exercises" / "causal_attention" / "assignment.toml"
     settings.write_text(settings.read_text() + "\n[late]\ndue = 2026-11-20T23:59:00Z\ngrace_minutes = 15\n"
-                        "percent_per_day = 10\ncap_percent = 50\ncutoff = 2026-11-27T23:59:00Z\n")
+                        "percent_per_day = 10\ncap_percent = 50\ncutoff = 2026-11-27T23:59:00Z\n"
+                        + (f'of = "{of}"\n' if of else ""))
     submitted = course / "submitted"
     students = {"ontime": DUE - timedelta(hours=1), "late": DUE + timedelta(days=1, hours=2),
                 "extended": DUE + timedelta(days=2), "toolate": DUE + timedelta(days=8)}
@@ -87,26 +109,41 @@ def test_on_time_late_extended_and_past_cutoff_in_every_output(tmp_path):
     report = grade_batch(assignment_of(course), [submitted], scheduler=CountingScheduler(), seed=1, roster=roster)
     out = report.out_dir
     raw, most = read_result(out, "ontime").raw_score, read_result(out, "ontime").max_score
-    assert raw > most * 0.2  # percentages are of the maximum score, and never take the total below 0
-    expected = {"ontime": 0.0, "late": round(most * 0.2, 2), "extended": 0.0, "toolate": raw, "unknown": 0.0}
+    source = read_source(assignment_of(course))
+    total = sum(grade_cells(source).values()) + sum(manual_cells(source).values())
+    base = most if of == "autograded" else total
+    assert 0 < raw <= most < total  # the course has written answers
+    expected = {"ontime": 0.0, "late": round(base * 0.2, 2), "extended": 0.0, "toolate": total, "unknown": 0.0}
     for student, penalty in expected.items():
         result = read_result(out, student)
         assert result.late_penalty == penalty and result.raw_score == raw, student
-        assert result.score == round(raw - penalty, 2)
+        assert result.score == max(0.0, round(raw - penalty, 2))  # the autograded score stops at 0
     assert read_result(out, "late").submitted_at.startswith("2026-11-22T01:59")
     assert "unknown" in read_result(out, "unknown").late_note
     rows = {row["student_id"]: row for row in csv.DictReader(open(out / "grades.csv"))}
     assert float(rows["late"]["late_penalty"]) == expected["late"] and float(rows["late"]["raw_total"]) == raw
     assert float(rows["toolate"]["total"]) == 0 and "no points" in rows["toolate"]["notes"]
     page = (out / "feedback" / "late.html").read_text()
-    assert "late penalty" in page and "20% of the points" in page
+    words = f"20% of the {most:g} autograded points" if of == "autograded" else \
+        f"20% of all {total:g} points (the written answers&#39; included)"
+    assert "late penalty" in page and words in page
     assert "late penalty" not in (out / "feedback" / "ontime.html").read_text()
+    report_page = (out / "report.html").read_text()
+    autograded = sum(grade_cells(source).values())  # (the counting scheduler grades fewer cells)
+    assert (f"10% of the {autograded:g} autograded points per started day late" if of == "autograded" else
+            f"10% of all {total:g} points (the written answers&#39; included) per started day late") in report_page
+    assert "1 student lost" in report_page or "2 students lost" in report_page
     with Gradebook(gradebook_url(course)) as gradebook:
         penalties = {s.student.id: s.notebooks[0].late_submission_penalty
                      for s in gradebook.assignment_submissions("causal_attention")}
         stamp = gradebook.find_submission("causal_attention", "late").timestamp
     assert penalties["late"] == expected["late"] and not penalties["ontime"]
     assert stamp == (DUE + timedelta(days=1, hours=2)).replace(tzinfo=None)
+    # The final grade file: the base in its own column, the penalty off autograded + written together.
+    final = export(Course(course), ["causal_attention"], "csv")
+    rows = {row["student_id"]: row for row in csv.DictReader(open(final.target))}
+    assert {row["late_penalty_of"] for row in rows.values()} == {f"{autograded if of == 'autograded' else total:g}"}
+    assert rows["late"]["late_penalty"] == f"{expected['late']:g}" and rows["toolate"]["late_penalty"] == f"{total:g}"
 
 
 def test_gradescope_metadata_gives_the_time_and_an_extension(tmp_path):

@@ -143,7 +143,8 @@ def set_policy(course, percent_per_day=None):
     settings = course / "exercises" / "causal_attention" / "assignment.toml"
     text = settings.read_text().split("\n[late]\n")[0]
     if percent_per_day is not None:
-        text += f"\n[late]\ndue = {DUE.isoformat()}\npercent_per_day = {percent_per_day}\n"
+        # of the autograded points: the weight scheduler grades 10 of them (the notebook holds more)
+        text += f'\n[late]\ndue = {DUE.isoformat()}\npercent_per_day = {percent_per_day}\nof = "autograded"\n'
     settings.write_text(text)
 
 
@@ -184,7 +185,7 @@ def test_a_changed_or_removed_late_policy_reaches_every_student_and_the_gradeboo
     for student, penalty in (("late", 4), ("given", 2)):  # "given": the time given before still counts
         result = read_result(out, student)
         assert result.late_penalty == penalty and result.score == 8 - penalty and result.raw_score == 8
-        assert "% of the points, 20% per started day" in result.late_note
+        assert "% of the 10 autograded points, 20% per started day" in result.late_note
         assert result.output.startswith(f"{student}: {8 - penalty:g} / 10 points (8 before a late penalty of")
     assert grades(out) == {"ontime": 8, "late": 4, "given": 6}
     assert gradebook_penalties(course) == {"ontime": None, "late": 4, "given": 2}

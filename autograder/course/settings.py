@@ -48,6 +48,7 @@ KINDS = {
     "cells": ("a list of graded cells", lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v)),
     "hours": ("a number of hours above 0", lambda v: _number(v) and v > 0),
     "counts": ('"last" or "best"', lambda v: v in ("last", "best")),
+    "late base": ('"total" or "autograded"', lambda v: v in ("total", "autograded")),
     "visibility": ('"visible", "after_due_date" or "hidden"', lambda v: v in VISIBILITY),
 }
 
@@ -95,6 +96,9 @@ class LateSettings:
                                  "cap_percent = 50")
     cutoff: datetime | None = setting(None, "date-time", "Submitted after it: the score is 0.",
                                "cutoff = 2026-11-27T23:59:00+01:00", shown="*none*")
+    of: str = setting("total", "late base", "What the percentages are of: every graded cell's points, the written"
+                      " answers' included, or the autograded points alone. Either way the penalty comes off the"
+                      " final grade, never below 0.", 'of = "autograded"')
 
 
 VISIBILITY = ("visible", "after_due_date", "hidden")  # Gradescope's words

@@ -58,6 +58,7 @@ class AssignmentGrades:
     title: str
     out_of: float
     grades: dict  # student id -> FinalGrade
+    late_base: float = None  # the points a late penalty's percentages are of; None without a late policy
 
     def counts(self):
         found = {}
@@ -115,8 +116,8 @@ def _final(result, auto_cells, written_cells, manual, out_of):
 
 
 # -- the plain files --------------------------------------------------------------------------
-ASSIGNMENT_COLUMNS = ["student_id", "autograded", "written", "extra_credit", "late_penalty", "total", "out_of",
-                      "status", "waiting_for_grading", "overridden_in_formgrader", "submitted_at", "late_note"]
+ASSIGNMENT_COLUMNS = ["student_id", "autograded", "written", "extra_credit", "late_penalty", "late_penalty_of",
+                      "total", "out_of", "status", "waiting_for_grading", "overridden_in_formgrader", "submitted_at", "late_note"]
 
 
 def assignment_csv(grades):
@@ -129,8 +130,8 @@ def assignment_csv(grades):
         writer.writerow([for_spreadsheet(grade.student_id),
                          *(_number(value) if known else "" for value in
                            (grade.autograded, grade.written, grade.extra_credit, grade.late_penalty)),
-                         _number(grade.total), _number(grade.out_of), grade.status, " ".join(grade.waiting),
-                         " ".join(grade.overridden), for_spreadsheet(grade.submitted_at),
+                         _number(grades.late_base), _number(grade.total), _number(grade.out_of), grade.status,
+                         " ".join(grade.waiting), " ".join(grade.overridden), for_spreadsheet(grade.submitted_at),
                          for_spreadsheet(grade.late_note)])
     return handle.getvalue()
 

@@ -124,8 +124,10 @@ def not_graded(intake_rows):
     return [row for row in intake_rows if not row.get("outcome", "").startswith("graded")]
 
 
-def render_report(assignment, results, layout, wall_time=None, similarity_csv=None, intake_rows=()):
+def render_report(assignment, results, layout, wall_time=None, similarity_csv=None, intake_rows=(), late=""):
+    """The page; `late`: the assignment's late policy in words ("" without one)."""
     graded = [r for r in results if r.status == GRADED]
+    penalised = [r for r in graded if r.late_penalty]
     cells = [name for name in layout.titles]
     max_score = max((r.max_score for r in results), default=0.0)
     totals = [r.score for r in graded]
@@ -151,7 +153,8 @@ def render_report(assignment, results, layout, wall_time=None, similarity_csv=No
         exercises=exercises, diagnostics=common_diagnostics(graded, layout.titles),
         attention=needs_attention(results), broken=[text[:1].upper() + text[1:] for _, text in broken_checks(results)],
         unsandboxed=sorted(r.student_id for r in results if r.unsandboxed), similar=similar_pairs(similarity_csv),
-        not_graded=not_graded(intake_rows))
+        not_graded=not_graded(intake_rows), late=late, late_count=len(penalised),
+        late_points=round(sum(r.late_penalty for r in penalised), 2))
 
 
 class ClassReport(Output):
@@ -159,8 +162,8 @@ class ClassReport(Output):
 
     what = "the class report"
 
-    def __init__(self, folder, assignment, layout):
-        self.folder, self.assignment, self.layout = folder, assignment, layout
+    def __init__(self, folder, assignment, layout, late=""):
+        self.folder, self.assignment, self.layout, self.late = folder, assignment, layout, late
         self.warming = None
 
     def add(self, result):
@@ -180,6 +183,6 @@ class ClassReport(Output):
         if self.warming is not None:
             self.warming.join()  # no thread is left importing when a caller forks again
         page = render_report(self.assignment, results, self.layout, self.folder.wall_time, self.folder.similarity_csv,
-                             self.folder.intake())
+                             self.folder.intake(), self.late)
         write_atomically(self.folder.report, page)
         return []

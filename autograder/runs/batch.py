@@ -67,7 +67,16 @@ def standard_outputs(assignment, folder, scratch=None):
     autograded = Path(scratch) / "autograded" if scratch else course.autograded
     return [ResultFiles(folder), FeedbackPages(folder, layout),
             Gradebook(course.root, assignment.name, folder.root, db_url), AutogradedNotebooks(autograded, assignment.name),
-            GradesCsv(folder, grade_cells(source)), ClassReport(folder, assignment.name, layout)]
+            GradesCsv(folder, grade_cells(source)), class_report(assignment, folder, source)]
+
+
+def class_report(assignment, folder, source):
+    """The class report of `assignment`'s graded folder, saying its late policy where it has one."""
+    from autograder.runs.late import assignment_policy
+
+    policy = assignment_policy(assignment, source)
+    late = policy.in_words(sum(grade_cells(source).values())) if policy else ""
+    return ClassReport(folder, assignment.name, layout_of(source), late=late)
 
 
 def grade_batch(assignment, paths, outputs=None, out_dir=None, scheduler=None, on_result=None, **options):
@@ -203,10 +212,9 @@ def _not_gradable(results, submissions):
 
 
 def _late_work(assignment, options):
-    from autograder.runs.late import LatePolicy, LateWork
+    from autograder.runs.late import LateWork, assignment_policy
 
-    where = f"{assignment.folder / 'assignment.toml'} [late]"
-    return LateWork(LatePolicy.from_settings(assignment.late_settings, where), options.submitted_at, options.roster)
+    return LateWork(assignment_policy(assignment), options.submitted_at, options.roster)
 
 
 def _split(submissions, folder, identical, late, force):

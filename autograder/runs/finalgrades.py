@@ -12,7 +12,7 @@ from autograder.grading.notebook import grade_cells, manual_cells
 from autograder.outputs import final, lms
 from autograder.outputs.gradebook import read_manual_scores
 from autograder.runs.batch import graded_folder, read_source
-from autograder.runs.late import LatePolicy, LateWork
+from autograder.runs.late import LateWork, assignment_policy
 
 FORMATS = ("csv", "canvas", "moodle")
 
@@ -54,11 +54,12 @@ def assignment_grades(assignment, roster=None, results_dir=None, column=None):
                           f" points are unknown ({type(error).__name__}: {error})") from None
     grades = final.assignment_grades(assignment.name, column or assignment.title, results, grade_cells(source),
                                      manual_cells(source), manual, roster)
-    return grades, _stale_penalties(assignment, results, roster)
+    policy = assignment_policy(assignment, source)
+    grades.late_base = policy and policy.base(sum(grade_cells(source).values()))
+    return grades, _stale_penalties(policy, results, roster)
 
 
-def _stale_penalties(assignment, results, roster):
-    policy = LatePolicy.from_settings(assignment.late_settings, f"{assignment.folder / 'assignment.toml'} [late]")
+def _stale_penalties(policy, results, roster):
     late = LateWork(policy, None, roster)
     for result in results:
         late.remember(result)  # the time it recorded counts where the file has moved since

@@ -5,10 +5,12 @@ An assignment's `assignment.toml` may have
     [late]
     due = 2026-11-20T23:59:00+01:00   # a TOML date-time (without an offset: UTC)
     grace_minutes = 15                 # late by less than this: no penalty
-    percent_per_day = 10               # of the maximum score, per started day late
+    percent_per_day = 10               # of the points (see `of`), per started day late
     # percent_per_hour = 1             # ... or per started hour
     cap_percent = 50                   # the penalty never exceeds this
     cutoff = 2026-11-27T23:59:00+01:00 # submitted after it: the score is 0
+    of = "total"                       # the percentages' base: every graded cell's points
+                                       # (the written answers' too), or "autograded"
 
 A submission's time comes from nbgrader's `timestamp.txt` beside the notebook,
 Gradescope's `submission_metadata.json`, or a CSV a TA gives
@@ -17,7 +19,11 @@ column moves one student's due date and cutoff. Without a time, nothing is
 deducted and the result says the time was unknown.
 
 The raw score stays visible: the result keeps every cell's points and records
-the penalty and its reason next to them; the total is the raw score minus it.
+the penalty and its reason next to them; the total is the raw score minus it (never
+below 0). The penalty is one number for the whole assignment: the final grade
+(outputs/final.py) takes it from the autograded and the written answers' points together,
+whichever base it was a share of, so a student late by a day loses the same points whether
+a TA has graded their written answers yet or not.
 """
 import csv
 import errno
@@ -32,7 +38,11 @@ from pathlib import Path
 from autograder.course import CourseError
 from autograder.untrusted import visible
 
-FIELDS = {"due", "grace_minutes", "percent_per_day", "percent_per_hour", "cap_percent", "cutoff"}
+FIELDS = {"due", "grace_minutes", "percent_per_day", "percent_per_hour", "cap_percent", "cutoff", "of"}
+# What the percentages are of: every graded cell's points, as the final grade counts them (the
+# docs' "the maximum score", and nbgrader's, whose late penalty comes off the whole notebook),
+# or the autograded points alone.
+BASES = ("total", "autograded")
 YEARS = range(1990, 2200)  # a submission time, due date or cutoff outside them is refused
 MAX_TIMESTAMP_BYTES = 256  # nbgrader writes about 30
 
@@ -99,6 +109,8 @@ class LatePolicy:
     percent_per_hour: float = 0.0
     cap_percent: float = 100.0
     cutoff: datetime = None
+    of: str = "total"
+    total: float = None  # every graded cell's points (written answers included), once known
 
     @classmethod
     def from_settings(cls, table, where="assignment.toml [late]"):
@@ -117,6 +129,9 @@ class LatePolicy:
                        (("grace_minutes", 0), ("percent_per_day", 0), ("percent_per_hour", 0), ("cap_percent", 100))}
         except (TypeError, ValueError):
             raise LateError(f"{where}: grace_minutes and the percentages are numbers") from None
+        if table.get("of", "total") not in BASES:
+            raise LateError(f"{where}: `of` is \"total\" (every graded cell's points, the written answers' too) or"
+                            f" \"autograded\", not {visible(table['of'], 40)!r}")
         if any(v < 0 for v in numbers.values()) or numbers["cap_percent"] > 100:
             raise LateError(f"{where}: the numbers are >= 0 and cap_percent is at most 100")
         due = parse_time(table["due"], f"{where} due")
@@ -125,10 +140,37 @@ class LatePolicy:
             raise LateError(f"{where}: the cutoff comes before the due date")
         return cls(due=due, grace=timedelta(minutes=numbers["grace_minutes"]),
                    percent_per_day=numbers["percent_per_day"], percent_per_hour=numbers["percent_per_hour"],
-                   cap_percent=numbers["cap_percent"], cutoff=cutoff)
+                   cap_percent=numbers["cap_percent"], cutoff=cutoff, of=table.get("of", "total"))
+
+    def base(self, autograded):
+        """The points the percentages are of, given the autograded points (a result's maximum)."""
+        return self.total if self.of == "total" and self.total else autograded
+
+    def base_in_words(self, autograded):
+        base = self.base(autograded)
+        if self.of == "total" and self.total and self.total != autograded:
+            return f"all {base:g} points (the written answers' included)"
+        return f"the {base:g} autograded points" if self.of == "autograded" else f"all {base:g} points"
+
+    def in_words(self, autograded):
+        """The policy in one sentence for the class report (`autograded`: the autograded points)."""
+        rate, unit = ((self.percent_per_hour, "hour") if self.percent_per_hour else (self.percent_per_day, "day"))
+        parts = [f"due {_stamp(self.due)}"]
+        if self.grace:
+            parts.append(f"{_duration(self.grace)} of grace")
+        if rate:
+            parts.append(f"{rate:g}% of {self.base_in_words(autograded)} per started {unit} late"
+                         + (f", at most {self.cap_percent:g}%" if self.cap_percent < 100 else ""))
+        else:
+            parts.append("no penalty before the cutoff")
+        if self.cutoff:
+            parts.append(f"no points after {_stamp(self.cutoff)}")
+        return "; ".join(parts) + " (extensions move both dates)"
 
     def penalty(self, max_score, submitted_at, extension=timedelta(0)):
-        """(points to deduct, a sentence for the student and the TA; "" when on time)."""
+        """(points to deduct, a sentence for the student and the TA; "" when on time). `max_score`:
+        the autograded points; the base is `base(max_score)`. After the cutoff it is every point
+        (the total where known), so the final grade is 0 whichever the base."""
         due = self.due + extension
         late = submitted_at - due
         if late <= self.grace:
@@ -136,7 +178,8 @@ class LatePolicy:
         when = f"submitted {_duration(late)} after the due date ({_stamp(due)})"
         cutoff = self.cutoff + extension if self.cutoff else None
         if cutoff is not None and submitted_at > cutoff:
-            return float(max_score), f"{when}, after the last day work is accepted ({_stamp(cutoff)}): no points"
+            return float(max(self.total or 0, max_score)), (f"{when}, after the last day work is accepted"
+                                                            f" ({_stamp(cutoff)}): no points")
         if self.percent_per_hour:
             units, rate, unit = math.ceil(late / timedelta(hours=1)), self.percent_per_hour, "hour"
         else:
@@ -145,8 +188,26 @@ class LatePolicy:
         if not percent:
             return 0.0, f"{when}; this assignment has no late penalty"
         capped = " (the most it can be)" if percent == self.cap_percent and units * rate > percent else ""
-        return (round(max_score * percent / 100, 2),
-                f"{when}: {percent:g}% of the points{capped}, {rate:g}% per started {unit}")
+        return (round(self.base(max_score) * percent / 100, 2),
+                f"{when}: {percent:g}% of {self.base_in_words(max_score)}{capped}, {rate:g}% per started {unit}")
+
+
+def assignment_policy(assignment, source=None):
+    """The late policy of `assignment` (None without one), knowing its total points: those of
+    every graded cell of its source notebook (`source`, read when not given)."""
+    policy = LatePolicy.from_settings(assignment.late_settings, f"{assignment.folder / 'assignment.toml'} [late]")
+    if policy is None:
+        return None
+    from dataclasses import replace
+
+    from autograder.grading.notebook import grade_cells, manual_cells
+
+    if source is None:
+        import nbformat
+
+        source = nbformat.read(assignment.source_notebook, as_version=4)
+    total = round(sum(grade_cells(source).values()) + sum(manual_cells(source).values()), 2)
+    return replace(policy, total=total or None)
 
 
 def _duration(late):
@@ -304,9 +365,11 @@ class LateWork:
             return copy
         points, why = self.policy.penalty(result.max_score, when, self.extensions.get(result.student_id, timedelta(0)))
         copy.submitted_at = when.isoformat()
-        copy.late_penalty = min(points, result.score)  # never below zero
+        # The whole penalty is recorded: the final grade takes it from the written answers' points
+        # too (outputs/final.py). The autograded score alone never goes below 0.
+        copy.late_penalty = points
         copy.late_note = why
-        copy.score = round(result.score - copy.late_penalty, 2)
+        copy.score = max(0.0, round(result.score - points, 2))
         if copy.late_penalty:
             first, _, rest = copy.output.partition("\n")
             copy.output = (f"{result.student_id}: {copy.score:g} / {result.max_score:g} points"

@@ -13,12 +13,10 @@ from datetime import datetime, timezone
 
 from autograder.course import CourseError
 from autograder.grading.notebook import grade_cells
-from autograder.outputs.feedback import layout_of
 from autograder.outputs.gradebook import remove_submission
-from autograder.outputs.report import ClassReport
 from autograder.outputs.results import GradesCsv
 from autograder.record import write_result
-from autograder.runs.batch import graded_folder, read_source, write_outputs
+from autograder.runs.batch import class_report, graded_folder, read_source, write_outputs
 
 
 @dataclass
@@ -61,8 +59,8 @@ def remove(assignment, students, force=False, results_dir=None):
         done.append(removal)
     folder.set_removed(removed)
     source = read_source(assignment)
-    problems = write_outputs([GradesCsv(folder, grade_cells(source)), ClassReport(folder, assignment.name,
-                                                                                  layout_of(source))], folder.results())
+    problems = write_outputs([GradesCsv(folder, grade_cells(source)), class_report(assignment, folder, source)],
+                             folder.results())
     return done, problems
 
 

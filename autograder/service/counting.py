@@ -25,11 +25,10 @@ from autograder.grading.notebook import grade_cells, read_notebook, sanitize
 from autograder.outputs.autograded import AutogradedNotebooks
 from autograder.outputs.feedback import FeedbackPages, layout_of
 from autograder.outputs.gradebook import GradebookSync
-from autograder.outputs.report import ClassReport
 from autograder.outputs.results import GradesCsv, ResultFiles
 from autograder.record import read_result
-from autograder.runs.batch import graded_folder, read_release, read_source
-from autograder.runs.late import LatePolicy, LateWork, extensions
+from autograder.runs.batch import class_report, graded_folder, read_release, read_source
+from autograder.runs.late import LateWork, assignment_policy, extensions
 from autograder.service.store import GRADED as ROW_GRADED
 
 
@@ -46,13 +45,13 @@ class AssignmentRecord:
         self.folder = graded_folder(assignment).make()
         self.source, self.release = read_source(assignment), read_release(assignment)
         layout = layout_of(self.source)
-        self.policy = LatePolicy.from_settings(assignment.late_settings, f"{assignment.folder / 'assignment.toml'} [late]")
+        self.policy = assignment_policy(assignment, self.source)
         self.counts = assignment.config.service.counts
         self.extensions = extensions(roster)
         self.outputs = [ResultFiles(self.folder), FeedbackPages(self.folder, layout),
                         AutogradedNotebooks(assignment.course.autograded, assignment.name)]
         self.finishing = [GradesCsv(self.folder, grade_cells(self.source)),
-                          ClassReport(self.folder, assignment.name, layout)]
+                          class_report(assignment, self.folder, self.source)]
         self.gradebook = None  # opened in the recorder's thread, on first use
         self.reopen = False  # set by a regrade: the gradebook's scores changed under this connection
         self.dirty, self.changed = False, 0.0
