@@ -284,3 +284,42 @@ print("png", len(histogram_png([1.0, 2.0, 2.5], 3)))
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-2000:]
     assert int(done.stdout.split()[-1]) > 1000  # a real PNG, base64
+
+
+LAPTOP = 1280
+
+
+def test_every_report_table_fits_a_laptop_screen(browser, screenshots, tmp_path):
+    """Long LMS file names, reasons and messages wrap inside their cells: at 1280 px no table is
+    wider than its box (nothing is cut off at the right edge) and no cell ends past the window."""
+    from autograder.record import CellScore, CheckOutcome
+    from autograder.outputs.feedback import layout_of
+    from autograder.outputs.report import render_report
+    from autograder.runs.batch import read_source
+
+    canvas = "doejane_LATE_1234567_89012345_causal_attention_final_version_really_final_v3_after_office_hours"
+    failed = CheckOutcome("test_rows", "d", passed=False,
+                          message="The attention weights of each row should add up to 1; row 3 sums to"
+                                  " 0.25000000000000000000000000000000 (softmax over dim=0?)")
+    results = [make_result(f"student_with_a_long_sis_login_{n}@students.example-university.edu",
+                           [CellScore("ex1", 0, 2.0, checks=[failed])], "graded", score=0,
+                           notes=[f"the read-only cell {canvas} was edited (restored)"]) for n in range(3)]
+    intake = [{"file": f"submissions/{canvas}.ipynb.zip: {canvas}/{canvas}-{n}.ipynb",
+               "student_id": f"doejane{n}", "outcome": f"not graded: another notebook in {canvas}.zip was graded"}
+              for n in range(3)]
+    page = render_report(ASSIGNMENT, results, layout_of(read_source(COURSE.assignment(ASSIGNMENT))),
+                         intake_rows=intake)
+    path = tmp_path / "report.html"
+    path.write_text(page)
+    browser.set_window_size(LAPTOP, 900)
+    browser.get(path.as_uri())
+    width = browser.execute_script("return document.documentElement.clientWidth")
+    boxes = browser.execute_script("""return [...document.querySelectorAll('.table-wrap')].map(box => [
+        box.closest('section').id, box.scrollWidth - box.clientWidth,
+        Math.max(...[...box.querySelectorAll('th, td')].map(cell => cell.getBoundingClientRect().right))])""")
+    assert {section for section, _, _ in boxes} >= {"diagnostics", "attention", "not-graded"}
+    for section, hidden, right in boxes:
+        assert hidden <= 1, f"{section}: {hidden} px of the table are cut off at the right of its box"
+        assert right <= width, f"{section}: a cell ends at {right} px, past the {width} px window"
+    assert fits_width(browser)
+    full_page_screenshot(browser, screenshots / "report-laptop.png", LAPTOP)
