@@ -143,3 +143,34 @@ def test_the_engine_names_no_assignment():
              for path in (PACKAGE_CHECKOUT / "autograder").rglob("*") if path.suffix in (".py", ".j2", ".ini", ".json")
              for number, line in enumerate(path.read_text().splitlines(), start=1) if pattern.search(line)]
     assert found == []
+
+
+def autograder_imports(path):
+    """[(line, module)] of every import of the `autograder` package in a Python file."""
+    import ast
+
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        names = ([alias.name for alias in node.names] if isinstance(node, ast.Import) else
+                 [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+        found += [(node.lineno, name) for name in names if name.split(".")[0] == "autograder"]
+    return found
+
+
+def test_checks_import_only_autograder_checks_in_every_template_and_assignment(tmp_path):
+    """docs/checks.md: a check imports `autograder.checks` and nothing else of the engine, whose
+    modules may move. Every Python file `init` and `new` write, and every bundled assignment's
+    checks, keep that rule."""
+    from autograder.authoring.scaffold import init_course, new_assignment
+
+    course = init_course(tmp_path / "course")
+    new_assignment(course, "warmup")
+    written = sorted(p for p in (tmp_path / "course").rglob("*.py"))
+    checks = sorted((tmp_path / "course" / "exercises" / "warmup" / "checks").glob("*.py"))
+    assert checks and set(checks) <= set(written)
+    bundled = sorted(p for a in COURSE.assignments() for p in a.checks.rglob("*.py"))
+    assert len(bundled) > 10
+    broken = {f"{path}:{line}": module for path in [*written, *bundled] for line, module in autograder_imports(path)
+              if module != "autograder.checks"}
+    assert not broken, f"checks import engine modules: {broken}"
+    assert any(module == "autograder.checks" for path in checks for _, module in autograder_imports(path))

@@ -103,8 +103,7 @@ def scale(x, factor):
 CHECK_PY = '''"""Exercise 1: scale(x, factor)."""
 import torch
 
-from autograder.checks.checklib import diagnosis
-from autograder.checks.verdict import expect_close, expect_tensor, fail
+from autograder.checks import diagnosis, expect_close, expect_tensor, fail
 
 
 def test_scales_every_element(student, rng):
