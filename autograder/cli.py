@@ -543,7 +543,7 @@ def cmd_serve(args):
 def _demo_service_course(course, args):
     """`serve --demo`: the course's demo copy (as `autograder demo` makes it), with a token for each
     example student and a TA; returns (the demo course, [(who, token)])."""
-    from autograder.authoring.examples import DEMO, DEMO_MARK, demo_course, examples
+    from autograder.authoring.examples import DEMO, DEMO_MARK, demo_course, examples, give_demo_due_date
     from autograder.course import Course
     from autograder.service.store import TA, Store
 
@@ -553,6 +553,11 @@ def _demo_service_course(course, args):
     for assignment in demo.assignments():
         if args.assignments and assignment.name not in args.assignments:
             continue
+        due = give_demo_due_date(assignment)
+        if due:
+            console.print(f"{assignment.name} hides checks until its due date: the demo's copy is due"
+                          f" {due:%Y-%m-%d %H:%M} UTC, so its pages are those students see before it.",
+                          highlight=False)
         for student, role in [*((s, "student") for s in examples(assignment)), ("ta", TA)]:
             store.revoke(assignment.name, student)  # the last demo's links stop working: one set at a time
             links.append((f"{'a TA' if role == TA else student} ({assignment.name})",

@@ -350,6 +350,7 @@ def test_many_clients_at_once_lose_nothing(served, notebooks):
     assert "Traceback" not in served.log.read_text()
 
 
+@pytest.mark.slow
 def test_a_ta_sees_everyone_and_a_regrade_follows_a_changed_weight(served, notebooks):
     from test_reruns import reweigh
 
@@ -541,3 +542,50 @@ def test_signing_in_from_another_site_is_refused(served):
     status, _, headers = request(f"{served.base}/login", data=body, content_type=kind)
     assert status == 303 and headers["set-cookie"].startswith("autograder=")
     assert "HttpOnly" in headers["set-cookie"] and "SameSite=strict" in headers["set-cookie"]
+
+
+@pytest.mark.slow
+def test_serve_demo_shows_the_page_students_meet_before_the_due_date(tmp_path):
+    """self_attention hides its large-inputs softmax check until the due date; `serve --demo` gives
+    its demo copy a due date a week away (the course's own settings untouched), so cy, whose
+    softmax_stable skips the shift and fails only that check in Ex2, sees Ex2 whole and one check
+    not shown until then. The batch demo grades every check, as before."""
+    from datetime import datetime, timedelta, timezone
+
+    from autograder.authoring.examples import write_examples
+    from autograder.course import Course
+
+    course = new_course(tmp_path)
+    own = (course / "exercises" / "self_attention" / "assignment.toml").read_text()
+    service = serve(course, "self_attention", extra=("--demo",))
+    try:
+        log = service.log.read_text()
+        links = dict(re.findall(r"^\s+(\S+) \(self_attention\): \S+/login/(\S+)$", log, re.M))
+        assert set(links) >= {"ada", "cy", "dee"}, log
+        assert "self_attention hides checks until its due date: the demo's copy is due" in log
+        service.tokens = links
+        demo = Course(course / "demo").assignment("self_attention")
+        cy = write_examples(demo, tmp_path / "handed")["cy"]
+        status, answer = submit(service, "cy", cy, assignment="self_attention")
+        assert status == 202, answer
+        for _ in range(200):  # the demo keeps the default of 60 requests a minute: ask every 1.5 s
+            time.sleep(1.5)
+            status, done, _ = request(f"{service.base}/api/submissions/{answer['id']}", links["cy"])
+            assert status == 200, done
+            if done["status"] in ("graded", "error"):
+                break
+        assert done["status"] == "graded", done
+        page = " ".join(request(done["feedback_url"], service.tokens["cy"])[1].split())
+    finally:
+        service.stop()
+    due = datetime.fromisoformat(done["hidden_until"])
+    assert timedelta(days=6) < due - datetime.now(timezone.utc) <= timedelta(days=7)
+    ex2 = next(cell for cell in done["feedback"]["exercises"] if cell["cell"] == "ex2")
+    assert ex2["points"] == ex2["max_points"] > 0, ex2  # every shown check of Ex2 passes
+    assert ex2["hidden_checks"] == done["feedback"]["hidden_until_due"] == done["feedback"]["hidden_checks"] >= 1
+    assert "stays finite and exact for inputs around" not in page and "not shown until the due date" in page
+    whole = json.loads((course / "demo" / "graded" / "self_attention" / "cy.json").read_text())
+    hidden = [check for test in whole["tests"] for check in test["extra_data"]["checks"]
+              if check["name"].startswith("test_stable_for_large_inputs")]
+    assert hidden and not any(check["passed"] for check in hidden)  # the TA's result holds the check, failed
+    assert (course / "exercises" / "self_attention" / "assignment.toml").read_text() == own

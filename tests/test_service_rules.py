@@ -72,6 +72,19 @@ def test_hidden_is_hidden_for_good_and_a_cell_can_be_hidden_whole():
     assert before.cells[1].checks == [] and before.cells[1].max_points == 0
 
 
+def test_a_judgement_made_from_a_hidden_check_is_counted_as_shown_when_that_check_is():
+    """A diagnosis is visible by name, but one made from a check hidden until the due date is in no
+    view before it: the page counts it among the checks shown after the due date, not the TA's."""
+    for secret, until_due in (("after_due_date", 2), ("hidden", 0)):
+        visibility = Visibility("visible", {"ex3::test_secret": secret})
+        result = graded_with(visibility, levels=(0, 1) if secret == "after_due_date" else (0, 2))
+        result.cells[0].checks.append(CheckOutcome("test_diagnosis", "Compared with the common mistakes", False, 1.0,
+                                                   "your secret mistake"))
+        view = student_view(result, visibility, due_passed=False)
+        assert view.hidden == 2 and view.hidden_until_due == until_due, secret
+        assert "your secret mistake" not in repr(view.to_json())
+
+
 def test_a_result_graded_with_other_visibility_shows_no_feedback_until_graded_again():
     before = Visibility("visible", {"ex3::test_secret": "after_due_date"})
     now = Visibility("visible", {"ex3::test_secret": "after_due_date", "ex3::test_shape": "after_due_date"})

@@ -5,6 +5,7 @@ release's answer cells from the solutions, then applies its edits (a realistic
 mistake, a crash, nothing at all); `untouched = true` hands in the release.
 """
 import tomllib
+from datetime import datetime, timedelta, timezone
 
 import nbformat
 
@@ -86,3 +87,23 @@ def demo_course(course):
     demo = copy_course(course, target)
     (target / DEMO_MARK).write_text("made by `autograder demo`: removed and made again by the next demo\n")
     return demo
+
+
+DEMO_DUE = timedelta(days=7)
+
+
+def give_demo_due_date(assignment, now=None):
+    """For `serve --demo`: an assignment of the demo's copy that hides checks until a due date it
+    does not have gets one DEMO_DUE from `now`, written into the copy's assignment.toml (the
+    course's own is never touched), so the demo shows the page students meet before the due
+    date. Returns that date, or None when nothing was written."""
+    from autograder.course.visibility import Visibility
+
+    if assignment.late_settings or not Visibility.of(assignment).until_due():
+        return None
+    due = ((now or datetime.now(timezone.utc)) + DEMO_DUE).replace(second=0, microsecond=0)
+    settings = assignment.folder / "assignment.toml"
+    text = settings.read_text(encoding="utf-8") if settings.is_file() else ""
+    settings.write_text(text + f"\n[late]  # written by `serve --demo`: the demo's copy only\ndue = {due.isoformat()}\n",
+                        encoding="utf-8")
+    return due

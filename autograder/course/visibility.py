@@ -47,6 +47,10 @@ class Visibility:
         """Whether some check may be hidden from students at some time."""
         return self.default != VISIBLE or any(word != VISIBLE for word in self.table.values())
 
+    def until_due(self):
+        """Whether some check may be shown only once the due date has passed."""
+        return self.default == AFTER_DUE or AFTER_DUE in self.table.values()
+
     def for_ta_only(self):
         """Whether some check may be for the TA alone (hidden even after the due date)."""
         return self.default == HIDDEN or HIDDEN in self.table.values()

@@ -58,6 +58,15 @@ class StudentView:
                               for c in self.cells]}
 
 
+def first_level(result, cell, description):
+    """The lowest level whose view of `result` holds a check of `cell` with `description` (the
+    whole result is the highest level's view)."""
+    for view in sorted(result.views, key=lambda found: found.level):
+        if any(c.description == description for here in view.cells if here.name == cell for c in here.checks):
+            return view.level
+    return max(result.levels, default=0)
+
+
 def student_view(result, visibility, due_passed, titles=None, owners=None):
     """The StudentView of `result` (a record.Result) with `visibility`, before or after the due date.
     `titles`: {cell: title}; `owners`: {a cell's name: the graded cell it belongs to}, to put each
@@ -82,8 +91,9 @@ def student_view(result, visibility, due_passed, titles=None, owners=None):
                  if not hiding or visibility.level(cell.name, check.name) <= allowed]
         unseen = {c.description for c in cell.checks} - {c.description for c in shown}
         hidden += len(unseen)
-        until_due += len({c.description for c in cell.checks if c.description in unseen
-                          and visibility.of_check(cell.name, c.name) == AFTER_DUE})
+        # A check is shown from the first level whose view holds it: its own level, or for a
+        # judgement made from a hidden check (a diagnosis), that check's.
+        until_due += sum(first_level(result, cell.name, description) <= LEVELS[AFTER_DUE] for description in unseen)
         points, max_points = (min(here.score, here.max_score), here.max_score) if here else (0.0, 0.0)
         cells.append(CellView(cell.name, titles.get(cell.name, cell.name), points, max_points, grouped_checks(shown),
                               len(unseen)))
