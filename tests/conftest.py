@@ -2,6 +2,7 @@ import contextlib
 import functools
 import io
 import os
+import time
 
 import pytest
 
@@ -57,6 +58,30 @@ def pytest_collection_modifyitems(config, items):
     if slow:
         config.hook.pytest_deselected(items=slow)
         items[:] = [item for item in items if not item.get_closest_marker("slow")]
+
+
+# The fast lane's budget: the README gives its time on 2 idle cores, and the `slow` marker keeps it
+# under this. A whole fast lane over it says which unmarked tests took longest (a warning, never a
+# failure: on a busy machine every test is slower, and a test that fails for it tells nothing).
+FAST_LANE_BUDGET = 300
+_lane = {"started": time.monotonic(), "took": {}}
+
+
+def pytest_runtest_logreport(report):
+    _lane["took"][report.nodeid] = _lane["took"].get(report.nodeid, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    whole = config.args_source == pytest.Config.ArgsSource.TESTPATHS and not config.option.keyword \
+        and not config.option.markexpr
+    took = time.monotonic() - _lane["started"]
+    if config.getoption("--full") or not whole or took <= FAST_LANE_BUDGET:
+        return
+    slowest = sorted(_lane["took"].items(), key=lambda item: -item[1])[:5]
+    terminalreporter.write_line(
+        f"The fast lane took {took:.0f} s, over its {FAST_LANE_BUDGET} s on 2 idle cores. If nothing else ran on"
+        " this machine, mark the slowest with @pytest.mark.slow: "
+        + ", ".join(f"{name} ({seconds:.1f} s)" for name, seconds in slowest), yellow=True)
 
 
 def pytest_report_header(config):

@@ -1,4 +1,6 @@
 """Build submissions for grading tests: the release, filled in, with edits and extra cells."""
+import os
+import secrets
 import subprocess
 import sys
 
@@ -6,6 +8,11 @@ import nbformat
 
 from autograder.course import PACKAGE_CHECKOUT, Course, copy_course
 from autograder.authoring.examples import examples, filled_notebook
+from autograder.grading.sandbox import RUN_ID
+
+# This test session's run id, inherited by every grader it starts and carried by their
+# bubblewrap processes: the tests count and stop only their own sandboxes (sandbox_processes).
+os.environ.setdefault(RUN_ID, f"tests-{os.getpid()}-{secrets.token_hex(4)}")
 
 ASSIGNMENT = "causal_attention"
 COURSE = Course(PACKAGE_CHECKOUT)  # the course bundled with the package
@@ -205,12 +212,37 @@ def make_gradebook(course):
 
 
 def sandbox_processes():
-    """Processes still running as one of the sandbox uids."""
+    """Processes still running as one of the sandbox uids in a sandbox this test session started
+    (another grader on the machine, or another clone's tests, has its own): each sandbox process
+    descends from its bubblewrap (--die-with-parent: it ends with bubblewrap), and bubblewrap
+    carries the session's run id (conftest.py), also when the grader that started it has died."""
     from autograder.grading.sandbox import SANDBOX_UID_BASE
 
-    out = subprocess.run(["ps", "-eo", "uid=,pid=,stat=,args="], capture_output=True, text=True).stdout
-    return [line for line in out.splitlines()  # zombies (Z) are already dead, waiting to be reaped
-            if SANDBOX_UID_BASE <= int(line.split()[0]) < SANDBOX_UID_BASE + 1000 and "Z" not in line.split()[2]]
+    out = subprocess.run(["ps", "-eo", "uid=,pid=,ppid=,stat=,args="], capture_output=True, text=True).stdout
+    rows = [line.split(None, 4) for line in out.splitlines()]
+    parents = {int(row[1]): int(row[2]) for row in rows}
+    return [f"{uid} {pid} {stat} {args}" for uid, pid, _, stat, *args in rows  # zombies (Z) are already dead
+            if SANDBOX_UID_BASE <= int(uid) < SANDBOX_UID_BASE + 1000 and "Z" not in stat
+            and started_here(int(pid), parents)]
+
+
+def started_here(pid, parents):
+    """Whether process `pid` is this session's: this process or one below it, or below a process
+    that carries the session's run id (`parents`: {pid: parent pid})."""
+    mark = f"{RUN_ID}={os.environ[RUN_ID]}".encode()
+    seen = set()
+    while pid > 1 and pid not in seen:
+        seen.add(pid)
+        if pid == os.getpid():
+            return True
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as handle:
+                if mark in handle.read().split(b"\0"):
+                    return True
+        except OSError:  # ended meanwhile, or not ours to read
+            pass
+        pid = parents.get(pid, 0)
+    return False
 
 
 def scores(result):

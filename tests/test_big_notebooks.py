@@ -91,6 +91,7 @@ def test_the_option_is_on_the_command_line_and_checked(tmp_path):
         grade_batch(assignment_of(), [tmp_path], max_notebook_mb=0)  # before anything is read or written
 
 
+@pytest.mark.slow
 @needs_bwrap
 def test_a_50_mb_notebook_of_right_answers_gets_full_marks(tmp_path):
     """The issue's case: right answers, saved with their plots. And the option, end to end: the

@@ -152,6 +152,7 @@ def test_validate_cli_prints_the_table(corpus_runs, monkeypatch, capsys):
         assert cell in out
 
 
+@pytest.mark.slow
 def test_a_weakened_check_is_reported(tmp_path, monkeypatch, capsys):
     """An instructor who loosens Exercise 2's checks learns at once what they no longer catch."""
     loosened = copy_assignment(COURSE.assignment(ASSIGNMENT), tmp_path / "course")

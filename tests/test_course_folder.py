@@ -111,6 +111,7 @@ def test_the_sandbox_gets_the_release_to_warm_up_on_unless_the_assignment_says_n
     assert "release_cells.json" not in assignment.sandbox_files()
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("sandbox_required")
 def test_validate_tells_the_instructor_whether_the_sandbox_warmed_up_on_the_release(capsys):
     """Grading does not fail when the sandbox cannot warm up on the release (it is only

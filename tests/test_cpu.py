@@ -83,6 +83,7 @@ def grade_in(procs, course, notebooks, out):
     return {path.stem: json.loads(path.read_text()) for path in (course / f"{out}-graded").glob("*.json")}
 
 
+@pytest.mark.slow
 def test_a_submission_that_takes_every_core_leaves_the_student_beside_it_its_time(tmp_path):
     if (os.cpu_count() or 1) < 2:
         pytest.skip("one core: there is no other core to keep")

@@ -397,6 +397,7 @@ def test_kill_9_mid_batch_then_rerun_grades_everything_exactly_once(tmp_path):
     assert len(grades) == 100 and grades["s000_ada"] == 26 and grades["s001_ben"] == SCORES["ben"]
 
 
+@pytest.mark.slow
 @needs_bwrap
 def test_a_grade_run_leaves_nothing_in_the_temporary_folder(tmp_path):
     """`grade` ends without Python's tear-down, which would have removed multiprocessing's

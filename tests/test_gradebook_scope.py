@@ -10,6 +10,7 @@ from helpers import cli, example, make_gradebook, new_course, write
 
 ASSIGNMENT = "causal_attention"
 needs_bwrap = pytest.mark.usefixtures("sandbox_required")
+pytestmark = pytest.mark.slow  # the course it grades takes 10 s to make; the full lane (CI) runs it
 
 
 def in_gradebook(db_url):

@@ -56,6 +56,7 @@ def test_bundle_has_gradescopes_entry_points(bundle):
     subprocess.run(["bash", "-n", "-c", setup], check=True)  # valid shell
 
 
+@pytest.mark.slow
 def test_bundle_grades_a_submission(bundle, tmp_path):
     root = unpacked(bundle, tmp_path / "autograder")
     nbformat.write(example("ben"), root / "submission" / "my homework.ipynb")

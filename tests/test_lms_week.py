@@ -134,6 +134,7 @@ def week(tmp_path, download, roster, form, written):
             {s: grades[s]["notes"] for s in grades})
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("sandbox_required")
 def test_a_canvas_zip_grades_the_class_under_roster_ids_and_canvas_imports_it(downloads, tmp_path):
     canvas, _, roster = downloads

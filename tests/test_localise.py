@@ -182,6 +182,7 @@ def test_an_error_in_right_code_also_names_the_students_line_that_called_it():
 
 
 # -- through the grader: a sandbox, the result, the page -------------------------------------------
+@pytest.mark.slow
 def test_a_held_out_answer_graded_in_the_sandbox_names_its_line_and_its_consequences(tmp_path):
     from markupsafe import escape
 

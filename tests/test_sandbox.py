@@ -2,6 +2,7 @@
 import os
 import socket
 import subprocess
+import sys
 import threading
 import time
 
@@ -168,6 +169,7 @@ def test_limits_stop_memory_bombs_fork_bombs_and_floods_of_output(sandbox):
     assert time.perf_counter() - started < 15
 
 
+@pytest.mark.slow
 def test_an_endless_loop_is_stopped_and_the_sandbox_is_reused(sandbox):
     box = Sandbox(1, Limits(timeout=1))
     try:
@@ -642,3 +644,43 @@ def test_the_last_sandbox_to_close_removes_its_agent_folder_and_a_held_one_stays
     first.close()
     assert list(tmp_path.glob("autograder-agent-*")) == []
 
+
+
+FOREIGN = """
+import os, sys, time
+from autograder.grading.sandbox import Limits, Sandbox
+box = Sandbox(5, Limits(timeout=15, memory_bytes=2**30))
+box.start()
+with open(sys.argv[1] + ".part", "w") as handle:
+    handle.write(f"{box.process.pid} {os.getpid()}")
+os.rename(sys.argv[1] + ".part", sys.argv[1])
+time.sleep(120)
+"""
+
+
+@pytest.mark.usefixtures("sandbox_required")
+def test_the_tests_count_only_the_sandboxes_they_started(sandbox, tmp_path):
+    """Another grader on the machine (another clone's tests, a TA's run) has sandboxes of the same
+    uids: the tests' counts leave them out (they carry another run id), and keep this session's."""
+    from autograder.grading.sandbox import RUN_ID, SANDBOX_UID_BASE
+
+    # `setsid -f`: a process of its own, not below this one (its starter ends at once)
+    subprocess.run(["setsid", "-f", sys.executable, "-c", FOREIGN, str(tmp_path / "pid")], check=True,
+                   env={**os.environ, RUN_ID: "another-grader"})
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "pid").exists():
+        assert time.monotonic() < deadline, "the other grader did not start its sandbox"
+        time.sleep(0.1)
+    bwrap, grader = map(int, (tmp_path / "pid").read_text().split())
+    try:
+        listing = subprocess.run(["ps", "-eo", "uid=,pid=,ppid="], capture_output=True, text=True).stdout
+        rows = [tuple(map(int, line.split())) for line in listing.splitlines()]
+        theirs = {str(pid) for uid, pid, parent in rows if parent == bwrap or pid == bwrap}
+        theirs |= {str(pid) for uid, pid, parent in rows if str(parent) in theirs}
+        assert any(SANDBOX_UID_BASE <= uid for uid, pid, _ in rows if str(pid) in theirs)  # it runs, as a sandbox uid
+        ours = pids(sandbox_processes())
+        assert ours and not ours & theirs
+        assert str(sandbox.process.pid) in ours or any(
+            int(parent) == sandbox.process.pid for uid, pid, parent in rows if str(pid) in ours)
+    finally:
+        os.kill(grader, 9)  # its sandbox ends with it (--die-with-parent)

@@ -156,6 +156,7 @@ def test_validate_releases_an_assignment_never_released(tmp_path, monkeypatch, c
     assert "No such file" not in out
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("sandbox_required")
 def test_a_check_that_breaks_while_grading_is_a_problem_for_the_ta(broken, tmp_path):
     """`autograder grade` (the batch, and so the service's regrade) lists a broken check among the

@@ -103,6 +103,7 @@ def test_code_that_logs_every_probe_shows_nothing_of_a_hidden_check_before_the_d
     assert any(check.name == "test_diagnosis" and "line" in check.message for check in ex1.checks)  # localised
 
 
+@pytest.mark.slow
 @needs_bwrap
 def test_after_the_due_date_the_result_is_the_one_graded_with_nothing_hidden(tmp_path):
     """Views change what a student reads when, never the grade: the whole result of every example

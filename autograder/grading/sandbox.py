@@ -32,6 +32,9 @@ from autograder.grading import cgroups
 AGENT_FILES = ("wire.py", "inside/__init__.py", "inside/agent.py", "inside/student.py", "inside/trace.py",
                "inside/world.py")  # in the package
 SANDBOX_UID_BASE = 61000  # one unprivileged uid per worker slot when the grader is root
+# An id a caller may give one run of the grader (the tests do): bubblewrap's own process carries
+# it, so a run's sandboxes can be told from those of another grader on the machine.
+RUN_ID = "AUTOGRADER_RUN_ID"
 START_TIMEOUT = 120  # seconds for a cold sandbox to import torch
 # The child stops a cell at the time limit itself and reports which cells ran. The grader
 # waits this much longer before it gives up on the child, so that report (not a race
@@ -510,7 +513,11 @@ class Sandbox:
         try:
             if require_sandbox(self.unsafe_no_sandbox) == "bubblewrap":
                 command = _bwrap_command(self.slot, self.agent, theirs.fileno(), self.limits)
+                # bubblewrap itself (outside the sandbox: --clearenv empties the student's) keeps
+                # a run id its caller set, so the sandboxes of one run can be told from another's
                 env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+                if os.environ.get(RUN_ID):
+                    env[RUN_ID] = os.environ[RUN_ID]
             else:
                 command, self.scratch, env = _plain_command(self.slot, theirs.fileno(), self.agent,
                                                             self.limits, self.conceal)
