@@ -198,3 +198,46 @@ def test_warm_workers_that_never_graded_close_their_sandboxes_and_agent_folders(
     pool.close()
     assert not settled_sandbox_processes(0)
     assert set(shared_temp_dir().glob(f"autograder-agent-{os.geteuid()}-*")) - before == set()
+
+
+def test_the_client_says_what_the_page_says_of_hidden_checks():
+    """The standard-library client in the page's words: checks shown after the due date, and those
+    for the TA alone, which are never "shown later"."""
+    from autograder.service.client import describe
+
+    answer = {"status": "graded", "score": 3, "max_score": 4, "feedback_url": "http://x/submissions/1",
+              "hidden_until": "2026-12-01T23:59:00+00:00",
+              "feedback": {"complete": False, "hidden_checks": 6, "hidden_until_due": 1, "exercises": []}}
+    said = describe(answer)
+    assert "1 check is not shown until the due date, 2026-12-01T23:59:00+00:00." in said
+    assert "5 checks are for your TA only." in said and "Their points are not in the score above." in said
+    answer["feedback"]["hidden_until_due"] = 0
+    assert "not shown until" not in describe(answer) and "6 checks are for your TA only." in describe(answer)
+
+
+def test_the_client_refused_for_attempts_used_up_shows_the_attempt_that_counts(monkeypatch, tmp_path, capsys):
+    import io
+    import json
+    import urllib.error
+
+    from autograder.service import client
+
+    counted = {"id": "s1", "status": "graded", "score": 20, "max_score": 26, "feedback_url": "http://x/submissions/s1",
+               "feedback": {"complete": True, "exercises": [{"title": "Exercise 1", "points": 2, "max_points": 2,
+                                                             "checks": []}]}}
+    body = {"error": "You have used your 4 attempts of the last 24 hours; your next one is possible from"
+                     " 2026-11-29 10:00 UTC. The attempt that counts so far is shown below.",
+            "counted": counted, "retry_at": "2026-11-29T10:00:00+00:00"}
+
+    def refuse(request, timeout):
+        raise urllib.error.HTTPError(request.full_url, 429, "Too Many Requests", {},
+                                     io.BytesIO(json.dumps(body).encode()))
+
+    monkeypatch.setattr(client.urllib.request, "urlopen", refuse)
+    notebook = tmp_path / "a.ipynb"
+    notebook.write_text("{}")
+    assert client.main(["http://x", "causal_attention", str(notebook), "--token", "t"]) == 1
+    out = capsys.readouterr()
+    assert "Not handed in: 429: You have used your 4 attempts" in out.out
+    assert "The attempt that counts:\nYour score: 20 / 26" in out.out and "Exercise 1: 2 / 2" in out.out
+    assert out.err == ""  # said once

@@ -24,7 +24,12 @@ import urllib.request
 
 
 class HandInError(Exception):
-    """The service said no, or could not be reached; the message says why."""
+    """The service said no, or could not be reached; the message says why. `answer`: the service's
+    whole answer when it gave one (a refusal for attempts used up carries the attempt that counts)."""
+
+    def __init__(self, message, answer=None):
+        super().__init__(message)
+        self.answer = answer if isinstance(answer, dict) else {}
 
 
 def _request(url, token, data=None, content_type=None, timeout=60):
@@ -42,7 +47,7 @@ def _request(url, token, data=None, content_type=None, timeout=60):
         except ValueError:
             body = None
         message = body.get("error") if isinstance(body, dict) else None
-        raise HandInError(f"{error.code}: {message or error.reason}") from None
+        raise HandInError(f"{error.code}: {message or error.reason}", body) from None
     except urllib.error.URLError as error:
         raise HandInError(f"the service at {url} could not be reached ({error.reason})") from None
 
@@ -81,9 +86,15 @@ def describe(answer):
     feedback = answer.get("feedback") or {}
     shown = "" if feedback.get("complete") else " on the checks shown"
     lines.append(f"Your score{shown}: {answer['score']:g} / {answer['max_score']:g}")
-    if feedback.get("hidden_checks"):
-        until = f" until {answer['hidden_until']}" if answer.get("hidden_until") else ""
-        lines.append(f"{feedback['hidden_checks']} checks are not shown{until}.")
+    if feedback.get("hidden_checks"):  # in the page's words (service/templates/submission.html.j2)
+        later = feedback.get("hidden_until_due", 0)
+        never = feedback["hidden_checks"] - later
+        if later:
+            until = f", {answer['hidden_until']}" if answer.get("hidden_until") else ""
+            lines.append(f"{later} {'check is' if later == 1 else 'checks are'} not shown until the due date{until}.")
+        if never:
+            lines.append(f"{never} {'check is' if never == 1 else 'checks are'} for your TA only.")
+        lines.append("Their points are not in the score above.")
     for exercise in feedback.get("exercises", []):
         lines.append(f"{exercise['title']}: {exercise['points']:g} / {exercise['max_points']:g}")
         for check in exercise["checks"]:
@@ -100,7 +111,13 @@ def hand_in(base, assignment, path, token=None, quiet=False):
     token = token or os.environ.get("AUTOGRADER_TOKEN")
     if not token:
         raise HandInError("no token: give token=... or set AUTOGRADER_TOKEN")
-    answer = submit(base, assignment, path, token)
+    try:
+        answer = submit(base, assignment, path, token)
+    except HandInError as refused:
+        if refused.answer.get("counted") and not quiet:  # attempts used up: the attempt that counts
+            print(f"Not handed in: {refused}\n\nThe attempt that counts:\n{describe(refused.answer['counted'])}")
+            refused.shown = True
+        raise
     if not quiet:
         left = answer.get("attempts_left")
         print(f"Handed in ({answer['id']}); number {answer.get('queue_position') or 1} in the queue"
@@ -121,7 +138,8 @@ def main(argv=None):
     try:
         hand_in(args.url, args.assignment, args.notebook, args.token)
     except (HandInError, OSError) as error:
-        print(f"Not handed in: {error}", file=sys.stderr)
+        if not getattr(error, "shown", False):
+            print(f"Not handed in: {error}", file=sys.stderr)
         return 1
     return 0
 

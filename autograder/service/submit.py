@@ -52,9 +52,11 @@ def check_attempts(service, who, assignment, now):
         return config.attempts - len(used)
     again = min(datetime.fromisoformat(row.received_at) for row in used) + window
     counted = next((row.id for row in rows if row.counted), None)
+    shown = (" The attempt that counts so far is shown below." if counted else
+             " None of them is graded yet: your page lists them.")
     raise Refused(429, f"You have used your {config.attempts} attempts of the last {config.attempt_window_hours:g}"
-                       f" hours; your next one is possible from {when(again)}. The attempt that counts so far is"
-                       " shown below.", {"counted": counted, "retry_at": again.isoformat()})
+                       f" hours; your next one is possible from {when(again)}.{shown}",
+                  {"counted": counted, "retry_at": again.isoformat()})
 
 
 def take(service, who, assignment, incoming, now=None):
