@@ -362,14 +362,20 @@ def test_a_ta_sees_everyone_and_a_regrade_follows_a_changed_weight(served, noteb
     ta = login(served, "tim")
     status, page, _ = request(f"{served.base}/ta/{ASSIGNMENT}", cookie=ta)
     assert status == 200 and "ada" in page and "ben" in page
+    # every student with a token is listed, those who never handed anything in too
+    assert re.search(r"<td>c11</td><td>no attempt yet</td>", page) and 'http-equiv="refresh"' not in page
     reweigh(served.course, 9)
     token = re.search(r'name="csrf" value="([^"]+)"', page).group(1)
     body, kind = multipart({"csrf": token})
     assert request(f"{served.base}/ta/{ASSIGNMENT}/regrade", data=body, content_type=kind, cookie=ta)[0] == 303
-    deadline = time.monotonic() + 300
+    deadline, running = time.monotonic() + 300, []
     while "done at" not in (page := request(f"{served.base}/ta/{ASSIGNMENT}", cookie=ta)[1]):
         assert "failed" not in page and time.monotonic() < deadline, page[-2000:]
+        running.append(page)
         time.sleep(0.5)
+    assert running and all('<meta http-equiv="refresh" content="5">' in seen and "reloads itself" in seen
+                           for seen in running if "running since" in seen)  # a TA sees it end without reloading
+    assert 'http-equiv="refresh"' not in page
     after = graded_result(served.course, "ben")["score"]
     assert after != before and "scores moved" in page
     changes = (served.course / "graded" / ASSIGNMENT / "changes.csv").read_text()

@@ -29,7 +29,7 @@ from autograder.outputs.feedback import _css, inline_code, layout_of
 from autograder.record import cell_in_words
 from autograder.record import read_result
 from autograder.service.guard import BodyLimit, RateLimit, TooLarge, csrf_ok, csrf_token
-from autograder.service.store import ERROR, GRADED, QUEUED, RUNNING, TA
+from autograder.service.store import ERROR, GRADED, QUEUED, RUNNING, STUDENT, TA
 from autograder.service.submit import Refused, take, when
 from autograder.service.views import Visibility, student_view
 
@@ -353,14 +353,19 @@ class Web:
         who, assignment, refusal = await self._signed_in(request, ta=True)
         if refusal is not None:
             return refusal
-        rows = await run_in_threadpool(self.service.store.of_assignment, assignment.name)
-        students = {}
+        store = self.service.store
+        rows = await run_in_threadpool(store.of_assignment, assignment.name)
+        tokens = await run_in_threadpool(store.active_tokens, assignment.name)
+        # Every student of the class, those without an attempt too: the roster's, and those given a token.
+        students = {student: [] for student in self.service.roster or {}}
+        students.update({token["student_id"]: [] for token in tokens if token["role"] == STUDENT})
         for row in rows:
             students.setdefault(row.student_id, []).append(row)
         graded = {r.student_id: r for r in self.service.counting.records[assignment.name].folder.results()}
+        regrading = self.regrading.get(assignment.name)
         return self.page("ta.html.j2", title=assignment.title, assignment=assignment, students=students,
-                         graded=graded, csrf=csrf_token(self.service.secret, who.token_id),
-                         regrading=self.regrading.get(assignment.name))
+                         graded=graded, csrf=csrf_token(self.service.secret, who.token_id), regrading=regrading,
+                         refresh=bool(regrading and regrading.startswith("running")))
 
     async def ta_submission(self, request):
         who, refusal = await self.who(request, api=False)
