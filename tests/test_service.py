@@ -155,6 +155,28 @@ def test_an_identical_resubmission_is_answered_at_once_and_counts(served, notebo
     assert rows == [(0,), (1,)]  # the last one counts
 
 
+def test_another_students_identical_answers_arrive_as_late_as_a_fresh_grading(served, notebooks):
+    """fay hands in exactly cy's answers: nothing runs again, but her feedback takes as long as
+    grading them took (a quick answer would tell her someone handed in the same), and nothing in
+    it names cy."""
+    from autograder.record import read_result
+    from autograder.runs.batch import GradedFolder
+
+    first = wait_graded(served, "cy", submit(served, "cy", notebooks["cy"])[1]["id"])
+    kept = [read_result(None, None, path) for path in GradedFolder(served.course / "graded" / ASSIGNMENT).answers
+            .glob("*.json")]
+    took = max(result.execution_time for result in kept if result.student_id == "cy")
+    assert took > 1.0  # a real grading's time, never a copy's 0
+    started = time.perf_counter()
+    status, answer = submit(served, "fay", notebooks["cy"])
+    done = wait_graded(served, "fay", answer["id"])
+    assert status == 202 and time.perf_counter() - started >= took  # at a fresh grading's pace, or later
+    assert done["score"] == first["score"] and done["status"] == "graded"
+    _, page, _ = request(done["feedback_url"], cookie=login(served, "fay"))
+    for text in (json.dumps(done), page):
+        assert not re.search(r"\bcy\b", text), "fay's answer names the student whose result it is"
+
+
 def test_text_that_is_not_unicode_reaches_the_student_as_text(served):
     """An error whose text holds a lone surrogate (test_grade.py's lone_surrogate attack): its answer
     and page are there, never a server error."""

@@ -2,8 +2,11 @@
 
 A lane keeps its assignment's workers and sandboxes warm (grading/scheduler.py WarmPool)
 and grades its queue in the order submissions were acknowledged, `jobs` at a time. Before
-anything runs, a submission's answers key (runs/identical.py) is looked up: answers graded
-before are answered from that result at once. Every result goes to one recorder thread,
+anything runs, a submission's answers key (runs/identical.py) is looked up: answers the same
+student had graded before are answered from that result at once. Answers another student had
+graded wait their turn and arrive as late as a fresh grading would (the time that grading took,
+from when a worker would have started), without running: a quick answer would tell a student
+that someone handed in exactly these answers. Every result goes to one recorder thread,
 which writes it (the attempt's result file, then its database row, so a crash between the
 two is finished on restart without grading again) and, when the attempt is the one that
 counts, records it in graded/<assignment>/ and nbgrader's gradebook (service/counting.py).
@@ -115,12 +118,31 @@ class Lane:
         return self.results / f"{submission_id}.json"
 
     def _answered_at_once(self, row, prepared):
-        """A Done for a submission whose answers were graded before (None when it must run)."""
+        """A Done for a submission whose answers its own student had graded before (None otherwise)."""
         cached = self.identical.cached(prepared.key)
-        if cached is None:
+        if cached is None or cached.student_id != row.student_id:
             return None
+        return self._from(cached, row, prepared)
+
+    @staticmethod
+    def _from(cached, row, prepared):
         return Done(row.id, cached.copy_for(row.student_id, row.path, prepared.sha), prepared.clean.notebook,
                     prepared.key)
+
+    def _answer_later(self, cached, row, prepared):
+        """Answer `row` from another student's result of the same answers once a fresh grading would
+        have ended: that grading's time from now (a worker was free just now). The checks changed
+        meanwhile (a regrade): it goes back in the queue instead."""
+        def answer():
+            if prepared.by is self.identical:
+                self.service.recorder.put(self._from(cached, row, prepared))
+            else:
+                self.put(row.id)
+
+        self.service.store.set_status(row.id, RUNNING)
+        timer = threading.Timer(max(cached.execution_time, 0.0), answer)
+        timer.daemon = True  # stopped with the service: the row, still running, is taken again on restart
+        timer.start()
 
     def _run(self):
         while True:
@@ -155,12 +177,17 @@ class Lane:
         key = prepared.key if prepared is not None else None
         if prepared is not None:
             submission.sha256, submission.clean = prepared.sha, prepared.clean
+        elsewhere = self.identical.cached(key) if key else None  # another student's result of these answers
         while True:  # a slot, while no regrade holds the lane (see pause)
             self.running.wait()
             self.slots.acquire()
             if self.running.is_set():
                 break
             self.slots.release()
+        if elsewhere is not None:
+            self.slots.release()  # nothing runs: the slot only times the answer as a fresh grading's
+            self._answer_later(elsewhere, row, prepared)
+            return
         store.set_status(row.id, RUNNING)
         future = self.pool.submit(submission)
         future.add_done_callback(lambda f: self._graded(row.id, key or "", f))
@@ -222,7 +249,7 @@ class Recorder:
             self._failed(row.id, "; ".join(result.notes) or "grader error", retry=True)
             return
         lane = self.service.lanes[row.assignment]
-        if done.key:
+        if done.key and not result.reused:  # the graded result, with its time and student, never a copy's
             lane.identical.keep(done.key, result)
         write_result(None, result, lane.result_path(row.id))
         counted = self.service.counting.graded(row, result, done.key or result.answers_key, done.notebook)
