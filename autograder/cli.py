@@ -534,7 +534,8 @@ def cmd_serve(args):
             console.print(f"  {student}: {base}/login/{token}", highlight=False)
     try:
         uvicorn.run(make_app(service, secure_cookies=args.secure_cookies), host=args.host, port=args.port,
-                    log_level="warning", proxy_headers=True)
+                    log_level="warning", proxy_headers=bool(args.forwarded_allow_ips),
+                    forwarded_allow_ips=args.forwarded_allow_ips or None)
     finally:
         service.close()
     return 0
@@ -859,6 +860,9 @@ def _service_commands(sub):
     p.add_argument("--jobs", type=int, default=0, help="warm grading workers (default: number of cores)")
     p.add_argument("--roster", metavar="FILE", help="roster CSV: extensions for the late policy")
     p.add_argument("--secure-cookies", action="store_true", help="mark the sign-in cookie Secure (behind HTTPS)")
+    p.add_argument("--forwarded-allow-ips", default="", metavar="ADDRESSES",
+                   help="the reverse proxies whose X-Forwarded-For and X-Forwarded-Proto are believed (comma"
+                        " separated; default none: a client's own headers never change its address)")
     p.add_argument("--demo", action="store_true", help="serve the course's demo/ copy, with a token for each example"
                                                        " student and a TA, printed as links")
     p.add_argument("--cluster", metavar="ADDRESS",

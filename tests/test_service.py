@@ -575,6 +575,24 @@ def test_signing_in_from_another_site_is_refused(served):
     assert "HttpOnly" in headers["set-cookie"] and "SameSite=strict" in headers["set-cookie"]
 
 
+
+def test_a_local_clients_forwarded_headers_change_nothing_and_sign_out_checks_its_origin(served):
+    """X-Forwarded-For is believed only from the proxies `--forwarded-allow-ips` names (none here):
+    a client on the grader's machine cannot rotate addresses past the wrong-token limit. Another
+    site's page cannot sign a student out. (Last of the module's tests on `served`: it uses up
+    127.0.0.1's wrong tokens for a minute.)"""
+    cookie = login(served, "kim")
+    status, _, _ = request(f"{served.base}/logout", data=b"", headers={"Origin": "https://elsewhere.example"},
+                           cookie=cookie)
+    assert status == 403
+    status, _, headers = request(f"{served.base}/logout", data=b"", headers={"Origin": served.base}, cookie=cookie)
+    assert status == 303 and "Max-Age=0" in headers.get("set-cookie", "")
+    url = f"{served.base}/api/assignments/{ASSIGNMENT}/submissions"
+    codes = [request(url, "abc.def", headers={"X-Forwarded-For": f"10.0.{n // 200}.{n % 200 + 1}"})[0]
+             for n in range(40)]
+    assert set(codes) == {401, 429} and codes.index(429) <= 30, codes
+
+
 @pytest.mark.slow
 def test_serve_demo_shows_the_page_students_meet_before_the_due_date(tmp_path):
     """self_attention hides its large-inputs softmax check until the due date; `serve --demo` gives

@@ -241,3 +241,21 @@ def test_the_client_refused_for_attempts_used_up_shows_the_attempt_that_counts(m
     assert "Not handed in: 429: You have used your 4 attempts" in out.out
     assert "The attempt that counts:\nYour score: 20 / 26" in out.out and "Exercise 1: 2 / 2" in out.out
     assert out.err == ""  # said once
+
+
+def test_the_rate_limiter_forgets_idle_keys_and_new_keys_share_one_count_past_its_bound(monkeypatch):
+    from autograder.service.guard import RateLimit
+
+    monkeypatch.setattr(RateLimit, "MAX_KEYS", 100)
+    monkeypatch.setattr(RateLimit, "SWEEP_EVERY", 50)
+    limiter = RateLimit()
+    assert limiter.allow("token:ada", 2, now=0.0) == (True, 0)
+    for n in range(1000):  # a flood of addresses within one minute
+        limiter.allow(f"ip:10.0.{n // 200}.{n % 200}", 30, now=1.0 + n / 1000)
+    assert len(limiter.seen) <= 101  # its keys and the one shared count
+    assert limiter.allow("ip:192.0.2.1", 30, now=2.5)[0] is False  # a newcomer shares the flood's count
+    assert limiter.allow("token:ada", 2, now=3.0) == (True, 0)  # a student already counted keeps their own
+    assert limiter.allow("token:ada", 2, now=4.0)[0] is False
+    for n in range(60):  # a minute later the flood's keys are gone, and newcomers count alone again
+        limiter.allow(f"token:s{n}", 60, now=120.0 + n / 100)
+    assert len(limiter.seen) <= 61 and limiter.allow("ip:192.0.2.1", 30, now=121.0) == (True, 0)

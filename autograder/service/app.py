@@ -290,6 +290,8 @@ class Web:
         return response
 
     async def logout(self, request):
+        if not _same_origin(request):  # another site's page cannot sign a student out
+            return self.page("message.html.j2", 403, title="Refused", message="Sign out from this site's own page.")
         response = RedirectResponse("/", 303)
         response.delete_cookie(COOKIE)
         return response

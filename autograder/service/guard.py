@@ -74,16 +74,33 @@ async def _too_large(send, limit):
 
 
 class RateLimit:
-    """At most `per_minute` requests per key in any sliding minute."""
+    """At most `per_minute` requests per key in any sliding minute. Its memory is bounded: keys
+    idle for a minute are dropped (every SWEEP_EVERY requests), and past MAX_KEYS keys active
+    at once, new keys share one count (a flood of addresses slows only itself and other newcomers,
+    never the students already counted)."""
+
+    MAX_KEYS = 20_000
+    SWEEP_EVERY = 1_000
+    SHARED = "(too many at once)"
 
     def __init__(self):
         self.seen = defaultdict(deque)
         self.lock = threading.Lock()
+        self.calls = 0
+
+    def _sweep(self, now):
+        for key in [key for key, seen in self.seen.items() if not seen or seen[-1] <= now - 60]:
+            del self.seen[key]
 
     def allow(self, key, per_minute, now=None):
         """(allowed, seconds to wait before the next request is)."""
         now = time.monotonic() if now is None else now
         with self.lock:
+            self.calls += 1
+            if self.calls % self.SWEEP_EVERY == 0 or (key not in self.seen and len(self.seen) >= self.MAX_KEYS):
+                self._sweep(now)
+            if key not in self.seen and len(self.seen) >= self.MAX_KEYS:
+                key = self.SHARED
             seen = self.seen[key]
             while seen and seen[0] <= now - 60:
                 seen.popleft()
