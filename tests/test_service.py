@@ -177,6 +177,25 @@ def test_another_students_identical_answers_arrive_as_late_as_a_fresh_grading(se
         assert not re.search(r"\bcy\b", text), "fay's answer names the student whose result it is"
 
 
+def test_an_upload_is_stored_without_its_outputs_and_graded_alike(served, notebooks):
+    """Outputs never count for grading; a notebook carrying 600 kB of them is stored without them
+    (it would stay on disk for the term) and gets the same score as without them."""
+    nb = json.loads(notebooks["ada"])
+    for cell in nb["cells"]:
+        if cell["cell_type"] == "code":
+            cell["outputs"] = [{"output_type": "stream", "name": "stdout", "text": "x" * 20_000}]
+    heavy = json.dumps(nb).encode()
+    assert len(heavy) > 600_000
+    status, answer = submit(served, "ivy", heavy)
+    assert status == 202, answer
+    done = wait_graded(served, "ivy", answer["id"])
+    stored = served.course / "service" / "uploads" / ASSIGNMENT / f"{answer['id']}.ipynb"
+    kept = json.loads(stored.read_text())
+    assert all(not cell.get("outputs") for cell in kept["cells"]) and stored.stat().st_size < len(notebooks["ada"]) * 1.2
+    assert [c["source"] for c in kept["cells"]] == [c["source"] for c in nb["cells"]]  # the answers, as handed in
+    assert done["status"] == "graded" and graded_result(served.course, "ivy")["score"] == 26
+
+
 def test_text_that_is_not_unicode_reaches_the_student_as_text(served):
     """An error whose text holds a lone surrogate (test_grade.py's lone_surrogate attack): its answer
     and page are there, never a server error."""

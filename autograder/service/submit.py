@@ -5,6 +5,7 @@ notebook or not valid JSON, the wrong or a closed assignment, too many requests.
 notebook that is taken is on disk (written and synced) and in the database (committed)
 before its id is given back, and only then queued.
 """
+import json
 import os
 import secrets
 from dataclasses import dataclass, field
@@ -77,6 +78,7 @@ def take(service, who, assignment, incoming, now=None):
             left = check_attempts(service, who, assignment, now)
             submission_id = secrets.token_hex(8)
             path = service.uploads(assignment.name) / f"{submission_id}.ipynb"
+            without_outputs(incoming)
             _sync(incoming)
             os.replace(incoming, path)
             _sync(path.parent)  # the rename too
@@ -87,6 +89,28 @@ def take(service, who, assignment, incoming, now=None):
     row = service.store.get(submission_id)
     lane.take(row, prepared)  # answers graded before get their result at once
     return row, (left - 1 if left is not None else None)
+
+
+def without_outputs(path):
+    """Store the upload at `path` without its code cells' outputs: they never count for grading
+    (the answers key and the checks read the code alone), and plots or printed tensors of many
+    megabytes would stay on disk for the term. A file that cannot be rewritten stays as it is."""
+    try:
+        with open(path, "rb") as handle:
+            notebook = json.load(handle)
+        cells = notebook.get("cells") if isinstance(notebook, dict) else None
+        if not isinstance(cells, list) or not any(isinstance(c, dict) and c.get("outputs") for c in cells):
+            return
+        for cell in cells:
+            if isinstance(cell, dict) and cell.get("outputs"):
+                cell["outputs"] = []
+        stripped = f"{path}.stripped"
+        with open(stripped, "w", encoding="utf-8") as handle:
+            json.dump(notebook, handle, ensure_ascii=False)
+        os.replace(stripped, path)
+    except (OSError, ValueError, RecursionError):  # read already (lane.read): keep the bytes as they came
+        if os.path.exists(f"{path}.stripped"):
+            os.unlink(f"{path}.stripped")
 
 
 def _sync(path):
