@@ -174,6 +174,24 @@ def test_attempts_count_in_a_sliding_window_and_refunded_ones_do_not():
         check_attempts(Service(found=found), WHO, Assignment(attempts=2), now)
 
 
+def test_an_assignment_that_says_nothing_takes_20_attempts_a_day_and_a_course_may_raise_it(tmp_path):
+    """One student sending a notebook a second must not fill the queue: without an [service]
+    attempts setting, the 21st attempt of a day is refused; `attempts = 50` raises it."""
+    from autograder.course import Course
+    from helpers import new_course
+
+    course = new_course(tmp_path)
+    assignment = Course(course).assignment("causal_attention")
+    assert assignment.config.service.attempts == 20 and assignment.config.service.attempt_window_hours == 24
+    now = DUE
+    found = rows(*((f"s{n}", now - timedelta(minutes=n), 1, "") for n in range(20)))
+    with pytest.raises(Refused, match="used your 20 attempts of the last 24 hours"):
+        check_attempts(Service(found=found), WHO, assignment, now)
+    settings = assignment.folder / "assignment.toml"
+    settings.write_text(settings.read_text() + "\n[service]\nattempts = 50\n")
+    assert check_attempts(Service(found=found), WHO, Course(course).assignment("causal_attention"), now) == 30
+
+
 @pytest.mark.usefixtures("sandbox_required")
 def test_warm_workers_that_never_graded_close_their_sandboxes_and_agent_folders():
     """A service stopped before anyone handed in (and a batch whose every answer was given again)

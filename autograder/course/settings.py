@@ -47,6 +47,7 @@ KINDS = {
     "date-time": ("a date and time", lambda v: isinstance(v, (datetime, date, str))),
     "cells": ("a list of graded cells", lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v)),
     "hours": ("a number of hours above 0", lambda v: _number(v) and v > 0),
+    "positive integer": ("an integer above 0", lambda v: type(v) is int and v > 0),
     "counts": ('"last" or "best"', lambda v: v in ("last", "best")),
     "late base": ('"total" or "autograded"', lambda v: v in ("total", "autograded")),
     "visibility": ('"visible", "after_due_date" or "hidden"', lambda v: v in VISIBILITY),
@@ -109,8 +110,9 @@ class ServiceSettings:
     """[service]: grading when students submit (`autograder serve`); the due date is [late]'s."""
     opens: datetime | None = setting(None, "date-time", "Submissions are taken from this time on.",
                               "opens = 2026-11-01T09:00:00+01:00", shown="*at once*")
-    attempts: int | None = setting(None, "integer", "Attempts a student may make in each window (an upload the"
-                                   " grader refuses costs none).", "attempts = 5", shown="*no limit*")
+    attempts: int = setting(20, "positive integer", "Attempts a student may make in each window (an upload the"
+                            " grader refuses costs none); raise it for a course that wants more, so that one student"
+                            " handing in a notebook a second cannot fill the queue.", "attempts = 50")
     attempt_window_hours: float = setting(24, "hours", "The window the attempts are counted in, in"
                                           " hours.", "attempt_window_hours = 24")
     counts: str = setting("last", "counts", "Which attempt is the grade: the last before the cutoff, or the best.",
