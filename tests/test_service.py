@@ -404,7 +404,7 @@ def test_a_ta_sees_everyone_and_a_regrade_follows_a_changed_weight(served, noteb
     status, page, _ = request(f"{served.base}/ta/{ASSIGNMENT}", cookie=ta)
     assert status == 200 and "ada" in page and "ben" in page
     # every student with a token is listed, those who never handed anything in too
-    assert re.search(r"<td>c11</td><td>no attempt yet</td>", page) and 'http-equiv="refresh"' not in page
+    assert re.search(r"<td>hal</td><td>no attempt yet</td>", page) and 'http-equiv="refresh"' not in page
     reweigh(served.course, 9)
     token = re.search(r'name="csrf" value="([^"]+)"', page).group(1)
     body, kind = multipart({"csrf": token})

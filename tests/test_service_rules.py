@@ -277,3 +277,32 @@ def test_the_rate_limiter_forgets_idle_keys_and_new_keys_share_one_count_past_it
     for n in range(60):  # a minute later the flood's keys are gone, and newcomers count alone again
         limiter.allow(f"token:s{n}", 60, now=120.0 + n / 100)
     assert len(limiter.seen) <= 61 and limiter.allow("ip:192.0.2.1", 30, now=121.0) == (True, 0)
+
+
+def test_students_take_turns_in_the_queue_and_each_knows_its_place():
+    """One student's 60 waiting notebooks delay another's by one of theirs, not 60; each student's
+    own go in the order they came; the place each is told is the order it is then taken in."""
+    import threading
+
+    from autograder.service.fairqueue import FairQueue
+
+    waiting = FairQueue()
+    for n in range(60):
+        waiting.put("flood", (f"f{n}", None))
+    waiting.put("ada", ("a0", None))
+    waiting.put("ben", ("b0", None))
+    waiting.put("ada", ("a1", None))
+    places = {item: waiting.ahead(item) for item in ("f0", "f1", "f2", "a0", "b0", "a1", "f59")}
+    assert places == {"f0": 0, "a0": 1, "b0": 2, "f1": 3, "a1": 4, "f2": 5, "f59": 62}
+    assert waiting.ahead("nobody") is None and len(waiting) == 63
+    taken = [waiting.get()[0] for _ in range(63)]
+    assert taken[:6] == ["f0", "a0", "b0", "f1", "a1", "f2"] and taken[6:] == [f"f{n}" for n in range(3, 60)]
+    assert all(taken.index(item) == place for item, place in places.items())
+    waiting.put("cy", ("c0", None))
+    assert waiting.get() == ("c0", None)
+    done = []
+    reader = threading.Thread(target=lambda: done.append(waiting.get()))
+    reader.start()
+    waiting.close()
+    reader.join(5)
+    assert done == [None]  # closed and empty: the lane's thread ends

@@ -29,7 +29,7 @@ from autograder.outputs.feedback import _css, inline_code, layout_of
 from autograder.record import cell_in_words
 from autograder.record import read_result
 from autograder.service.guard import BodyLimit, RateLimit, TooLarge, csrf_ok, csrf_token
-from autograder.service.store import ERROR, GRADED, QUEUED, RUNNING, STUDENT, TA
+from autograder.service.store import ERROR, GRADED, STUDENT, TA
 from autograder.service.submit import Refused, take, when
 from autograder.service.views import Visibility, student_view
 
@@ -145,10 +145,9 @@ class Web:
         return student_view(result, visibility, due_passed, layout.titles, layout.owners), due
 
     def submission_json(self, request, row):
-        store = self.service.store
         body = {"id": row.id, "assignment": row.assignment, "status": row.status, "received_at": row.received_at,
                 "graded_at": row.graded_at, "counted": bool(row.counted), "attempt_counts": bool(row.attempt),
-                "queue_position": store.ahead_of(row) + 1 if row.status in (QUEUED, RUNNING) else None,
+                "queue_position": self.service.lanes[row.assignment].position(row),
                 "score": None, "max_score": None, "feedback": None,
                 "feedback_url": str(request.url_for("submission_page", submission_id=row.id)),
                 "status_url": str(request.url_for("api_submission", submission_id=row.id))}
@@ -345,10 +344,10 @@ class Web:
             return self.page("message.html.j2", 404, title="Not found", message="No such submission of yours.")
         view, due = await run_in_threadpool(self.view, row)
         assignment = self.assignments[row.assignment]
-        ahead = self.service.store.ahead_of(row) if row.status in (QUEUED, RUNNING) else 0
+        position = self.service.lanes[row.assignment].position(row) or 1
         used_up = request.query_params.get("used_up") == "1"
         return self.page("submission.html.j2", title=assignment.title, assignment=assignment, row=row, view=view,
-                         due=due, position=ahead + 1, student=row.student_id, used_up=used_up)
+                         due=due, position=position, student=row.student_id, used_up=used_up)
 
     # -- the TA's pages ---------------------------------------------------------------------------
     async def ta_page(self, request):

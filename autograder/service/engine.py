@@ -28,6 +28,7 @@ from autograder.record import ERROR as RESULT_ERROR
 from autograder.record import read_result, write_result
 from autograder.runs.batch import graded_folder, read_release, read_source
 from autograder.runs.identical import IdenticalAnswers
+from autograder.service.fairqueue import FairQueue
 from autograder.service.store import ERROR, GRADED, QUEUED, RUNNING, stamp
 
 MAX_TRIES = 3
@@ -66,7 +67,7 @@ class Lane:
         self.jobs = jobs
         self.pool = service.make_pool(self.spec, jobs)
         self.width = self.slots = None  # submissions in flight at once: a cluster's size is known once started
-        self.queue = queue.Queue()
+        self.queue = FairQueue()  # students take turns: one student's many never hold up the rest
         self.thread = threading.Thread(target=self._run, name=f"lane-{assignment.name}", daemon=True)
         self.results = service.root / "results" / assignment.name
         self.results.mkdir(parents=True, exist_ok=True)
@@ -109,10 +110,22 @@ class Lane:
         if done is not None:
             self.service.recorder.put(done)
         else:
-            self.queue.put((row.id, prepared))
+            self.queue.put(row.student_id, (row.id, prepared))
 
     def put(self, submission_id):
-        self.queue.put((submission_id, None))
+        """Grade the submission `submission_id` (acknowledged before, or to try again) in its student's turn."""
+        row = self.service.store.get(submission_id)
+        if row is not None:
+            self.queue.put(row.student_id, (submission_id, None))
+
+    def position(self, row):
+        """The submission `row`'s place in the queue: 1 when running or next; None when done."""
+        if row.status not in (QUEUED, RUNNING):
+            return None
+        ahead = self.queue.ahead(row.id) if row.status == QUEUED else None
+        if ahead is None:  # running, or on its way to a worker
+            return 1
+        return self.service.store.running(row.assignment) + ahead + 1
 
     def result_path(self, submission_id):
         return self.results / f"{submission_id}.json"
@@ -203,7 +216,7 @@ class Lane:
         self.service.recorder.put(Done(submission_id, result, notebook, key))
 
     def close(self):
-        self.queue.put(None)
+        self.queue.close()
         self.thread.join(timeout=60)
         self.pool.close()
 

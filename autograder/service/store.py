@@ -183,10 +183,10 @@ class Store:
         return [Row(**row) for row in self.read("SELECT * FROM submissions WHERE status IN (?, ?) ORDER BY seq",
                                                 QUEUED, RUNNING)]
 
-    def ahead_of(self, row):
-        """How many submissions of the same assignment wait before this one."""
-        return self.read("SELECT COUNT(*) AS n FROM submissions WHERE assignment = ? AND status IN (?, ?)"
-                         " AND seq < ?", row.assignment, QUEUED, RUNNING, row.seq)[0]["n"]
+    def running(self, assignment):
+        """How many submissions of the assignment are being graded now."""
+        return self.read("SELECT COUNT(*) AS n FROM submissions WHERE assignment = ? AND status = ?", assignment,
+                         RUNNING)[0]["n"]
 
     def set_counted(self, assignment, student_id, submission_id):
         """Mark `submission_id` as the student's attempt that counts (and no other)."""

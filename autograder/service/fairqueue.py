@@ -1,0 +1,68 @@
+"""The submissions of one assignment waiting for a worker, taken in turn between students.
+
+Each student's own are taken in the order they came, and the students take turns: one of each
+student's, then the next. A student who hands in 60 notebooks delays another student's by at
+most one of theirs per turn, where one queue in arrival order made everyone wait for all 60
+(PrairieLearn's grader queue is per user for the same reason).
+"""
+import threading
+from collections import deque
+
+
+class FairQueue:
+    def __init__(self):
+        self.changed = threading.Condition()
+        self.waiting = {}  # student -> deque of items, in the order they came
+        self.turns = deque()  # the students with something waiting, the next to be served first
+        self.closed = False
+
+    def put(self, student, item):
+        """`item` = (submission id, anything) waits for its student's turn."""
+        with self.changed:
+            if student not in self.waiting:
+                self.waiting[student] = deque()
+                self.turns.append(student)
+            self.waiting[student].append(item)
+            self.changed.notify()
+
+    def get(self):
+        """The next item in turn, waiting for one; None once closed and nothing is left to take."""
+        with self.changed:
+            while not self.turns and not self.closed:
+                self.changed.wait()
+            if not self.turns:
+                return None
+            student = self.turns.popleft()
+            items = self.waiting[student]
+            item = items.popleft()
+            if items:
+                self.turns.append(student)  # their next one waits for everyone else's turn
+            else:
+                del self.waiting[student]
+            return item
+
+    def close(self):
+        with self.changed:
+            self.closed = True
+            self.changed.notify_all()
+
+    def ahead(self, submission_id):
+        """How many waiting items are taken before the one of `submission_id`; None when it is not
+        waiting (taken already, or never put)."""
+        with self.changed:
+            for student, items in self.waiting.items():
+                place = next((k for k, item in enumerate(items) if item[0] == submission_id), None)
+                if place is not None:
+                    break
+            else:
+                return None
+            count = place  # its student's earlier ones
+            turn = self.turns.index(student)
+            for position, other in enumerate(self.turns):
+                if other != student:  # others take one a turn: `place` turns before it, one more if first
+                    count += min(len(self.waiting[other]), place + (1 if position < turn else 0))
+            return count
+
+    def __len__(self):
+        with self.changed:
+            return sum(len(items) for items in self.waiting.values())
