@@ -1,7 +1,7 @@
 """Grading as submissions arrive: one lane per assignment, warm workers, one recorder.
 
 A lane keeps its assignment's workers and sandboxes warm (grading/scheduler.py WarmPool)
-and grades its queue in the order submissions were acknowledged, `jobs` at a time. Before
+and grades its queue `jobs` at a time, students taking turns (service/fairqueue.py). Before
 anything runs, a submission's answers key (runs/identical.py) is looked up: answers the same
 student had graded before are answered from that result at once. Answers another student had
 graded wait their turn and arrive as late as a fresh grading would (the time that grading took,
