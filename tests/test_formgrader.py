@@ -145,8 +145,10 @@ def test_the_final_grade_file_holds_autograded_plus_formgraders_points_minus_lat
     with open(course / "graded" / ASSIGNMENT / f"final-{ASSIGNMENT}.csv", newline="") as handle:
         final = {row["student_id"]: row for row in csv.DictReader(handle)}
     assert set(final) == set(written)
-    assert float(autograded["ben"]["late_penalty"]) == pytest.approx(26 * 0.2 if float(
-        autograded["ben"]["raw_total"]) >= 5.2 else float(autograded["ben"]["raw_total"]))
+    # the default base is every graded cell's points (30, written answers too): two days at 10%
+    # is 6 points, recorded whole and taken from the final grade, written points included
+    assert float(autograded["ben"]["late_penalty"]) == pytest.approx(30 * 0.2)
+    assert final["ben"]["late_penalty_of"] == "30"
     for student, points in written.items():
         row = final[student]
         expected = float(autograded[student]["raw_total"]) + sum(points.values()) - float(
