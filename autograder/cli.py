@@ -154,7 +154,8 @@ def _print_release_warm_up(what):
 def cmd_demo(args):
     """Build and release, then grade the example submissions with `autograder grade`, in the
     course's demo/ copy: the example students never join the real class."""
-    from autograder.runs.batch import grade_batch, graded_folder, standard_outputs
+    from autograder.runs.batch import grade_batch
+    from autograder.runs.recording import graded_folder, standard_outputs
     from autograder.authoring.build import write_source
     from autograder.authoring.examples import demo_course, write_examples
     from autograder.authoring.nbgrader_steps import generate_assignment
@@ -185,7 +186,8 @@ def cmd_demo(args):
 def cmd_grade(args):
     """Grade submissions in sandboxes; results, grades.csv and the gradebook."""
     from autograder.outputs.lms import RosterError, read_roster
-    from autograder.runs.batch import grade_batch, graded_folder, standard_outputs
+    from autograder.runs.batch import grade_batch
+    from autograder.runs.recording import graded_folder, standard_outputs
     from autograder.runs.late import LateError, read_times
 
     assignment = _assignment(args)
@@ -234,7 +236,8 @@ def _print_intake(assignment, args, roster):
     import tempfile
 
     from autograder.grading.sandbox import NoSandbox, require_sandbox
-    from autograder.runs.batch import BatchOptions, graded_folder, plan_batch
+    from autograder.runs.batch import BatchOptions, plan_batch
+    from autograder.runs.recording import graded_folder
 
     try:
         isolation = require_sandbox(args.unsafe_no_sandbox)
@@ -349,7 +352,7 @@ def _dask_scheduler(args):
 
 def _graded(args, out_dir):
     """(assignment, its GradedFolder, its results); says how to get results when there are none."""
-    from autograder.runs.batch import graded_folder
+    from autograder.runs.recording import graded_folder
 
     assignment = _assignment(args)
     folder = graded_folder(assignment, out_dir)
@@ -362,7 +365,7 @@ def _graded(args, out_dir):
 def _pages(assignment, folder, feedback=True):
     """The class report, and each student's feedback page unless `feedback` is false."""
     from autograder.outputs.feedback import FeedbackPages, layout_of
-    from autograder.runs.batch import class_report, read_source
+    from autograder.runs.recording import class_report, read_source
 
     source = read_source(assignment)
     return [*([FeedbackPages(folder, layout_of(source))] if feedback else []), class_report(assignment, folder, source)]
@@ -370,7 +373,7 @@ def _pages(assignment, folder, feedback=True):
 
 def cmd_feedback(args):
     """(Re)write feedback/<student>.html and report.html from the results of earlier runs."""
-    from autograder.runs.batch import write_outputs
+    from autograder.runs.recording import write_outputs
 
     assignment, folder, results = _graded(args, args.out)
     if not results:
@@ -464,7 +467,7 @@ def cmd_remove(args):
 
 def cmd_similarity(args):
     """Rank pairs of students by similar answers and shared wrong results (evidence, not a verdict)."""
-    from autograder.runs.batch import read_release, write_outputs
+    from autograder.runs.recording import read_release, write_outputs
     from autograder.runs.similarity import write_report
 
     assignment, folder, results = _graded(args, args.results)

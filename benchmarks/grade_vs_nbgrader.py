@@ -56,7 +56,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 from autograder.record import all_results  # noqa: E402
-from helpers import EXTRA_ANSWERS, make_realistic_class  # noqa: E402
+from helpers import make_realistic_class  # noqa: E402
 
 KINDS = ["ada", "ben", "cy", "dee"]
 

@@ -32,7 +32,7 @@ HERE = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(HERE / "tests"), str(HERE)]
 
 from helpers import append_to_first_answer, make_gradebook, make_realistic_class  # noqa: E402
-from service_helpers import issue_tokens, notebook_bytes, request, serve, submit  # noqa: E402
+from service_helpers import issue_tokens, notebook_bytes, serve, submit  # noqa: E402
 
 ASSIGNMENT = "causal_attention"
 SEED = 2026

@@ -199,7 +199,7 @@ def test_a_notebook_of_150000_cells_is_refused_cheaply_and_clearly(tmp_path):
 
 
 def test_tampering_notes_are_bounded_in_number_and_length():
-    from autograder.runs.batch import read_release, read_source
+    from autograder.runs.recording import read_release, read_source
     from autograder.grading.notebook import MAX_TAMPERING_NOTES, sanitize
     from helpers import assignment_of
 

@@ -5,7 +5,8 @@ from autograder.outputs.base import Output
 from autograder.outputs.folder import GradedFolder
 from autograder.outputs.results import ResultFiles
 from autograder.record import GRADED
-from autograder.runs.batch import grade_batch, graded_folder, standard_outputs
+from autograder.runs.batch import grade_batch
+from autograder.runs.recording import graded_folder, standard_outputs
 from helpers import assignment_of, new_course
 from test_identical import CountingScheduler, hand_in
 
@@ -112,3 +113,45 @@ def test_validate_writes_result_files_and_nothing_else(tmp_path):
     assert {r.student_id for r in folder.results()} == set(validation.results)
     assert not folder.feedback.exists() and not folder.report.exists() and not folder.grades_csv.exists()
     assert not (course / "gradebook.db").exists() and not (course / "autograded").exists()
+
+
+def test_the_service_records_through_the_very_outputs_and_recorder_the_batch_uses(course):
+    """Issue 45: one way to record a result. The service's list of outputs is `standard_outputs`
+    (a new output added there reaches the service too), behind the same Recorder, and one that
+    fails costs that output only: the service records the result and tells the TA."""
+    from autograder.runs.recording import Recorder
+    from autograder.service.counting import AssignmentRecord
+    from helpers import make_result
+
+    assignment = assignment_of(course)
+    record = AssignmentRecord(assignment, None, course / "service" / "counted")
+    standard = standard_outputs(assignment, record.folder)
+    assert isinstance(record.recorder, Recorder)
+    assert [type(o) for o in record.recorder.outputs] == [type(o) for o in standard]
+    collected = Collected()
+    record.recorder.outputs[1:1] = [Broken("a1"), collected]  # a page writer that fails for one student
+    result = make_result("a1", {"ex1": 2.0}, fraction=1.0)
+    record.record(result, None)
+    assert collected.added == ["a1"] and record.folder.result("a1") is not None
+    assert [(student, what.split(" (")[0]) for _, student, what in record.problems] == [
+        ("a1", "the broken output could not be written")]
+    record.recorder.outputs.remove(collected)
+    record.recorder.outputs.remove(next(o for o in record.recorder.outputs if isinstance(o, Broken)))
+    record.flush()  # the queue is quiet: every output finishes, the gradebook's run too
+    assert record.folder.grades_csv.is_file() and record.folder.report.is_file() and not record.dirty
+
+
+def test_finishing_ends_a_run_so_a_term_of_score_changes_is_not_held(course, tmp_path):
+    """The service finishes its outputs whenever its queue is quiet: the result files' list of
+    moved scores is written to changes.csv then and starts empty, never growing for a term."""
+    from helpers import make_result
+
+    folder = graded_folder(assignment_of(course), tmp_path / "out").make()
+    files = ResultFiles(folder)
+    for fraction in (0.5, 1.0):
+        files.add(make_result("a1", {"ex1": 2.0}, fraction=fraction))
+    assert len(files.changes) == 1
+    files.finish(folder.results())
+    assert files.changes == [] and "a1" in folder.changes_csv.read_text()
+    files.add(make_result("a1", {"ex1": 2.0}, fraction=0.0))
+    assert len(files.changes) == 1 and len(list((folder.root / "history").iterdir())) == 2  # one folder per run

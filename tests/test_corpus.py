@@ -10,7 +10,7 @@ import pytest
 
 from autograder import cli
 from autograder.authoring import validate as validate_module
-from autograder.runs.batch import read_source
+from autograder.runs.recording import read_source
 from autograder.authoring.corpus import SOLUTIONS, STUBS, judge, load
 from autograder.course import copy_assignment
 from autograder.record import Result
@@ -94,7 +94,7 @@ def pages_of(results_folder, assignment, target):
     from autograder.outputs.feedback import FeedbackPages, layout_of
     from autograder.outputs.folder import GradedFolder
     from autograder.outputs.results import GradesCsv
-    from autograder.runs.batch import read_source, write_outputs
+    from autograder.runs.recording import read_source, write_outputs
 
     source = read_source(COURSE.assignment(assignment))
     folder = GradedFolder(target)

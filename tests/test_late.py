@@ -89,7 +89,7 @@ def test_on_time_late_extended_and_past_cutoff_in_every_output(tmp_path, of):
     class report and in the final grade file, and the penalty comes off the final grade whole."""
     from autograder.course import Course
     from autograder.grading.notebook import grade_cells, manual_cells
-    from autograder.runs.batch import read_source
+    from autograder.runs.recording import read_source
     from autograder.runs.finalgrades import export
 
     course = new_course(tmp_path)

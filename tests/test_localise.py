@@ -188,7 +188,7 @@ def test_a_held_out_answer_graded_in_the_sandbox_names_its_line_and_its_conseque
 
     from autograder.authoring.validate import grade_corpus
     from autograder.outputs.feedback import layout_of, render_feedback
-    from autograder.runs.batch import read_source
+    from autograder.runs.recording import read_source
 
     name = "held37-a-ex3-scaled-by-number-of-dims"  # d_k = keys.dim(): always divides by sqrt(3)
     assignment = COURSE.assignment("causal_attention")

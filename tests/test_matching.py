@@ -6,7 +6,7 @@ import pytest
 
 from autograder.grading.matching import recognise
 from autograder.grading.notebook import sanitize
-from autograder.runs.batch import read_release, read_source
+from autograder.runs.recording import read_release, read_source
 from helpers import assignment_of, example, make_notebook
 
 WRITTEN = {f"q{n}": f"My own answer to Q{n}, in my words." for n in range(1, 5)}

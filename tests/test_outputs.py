@@ -208,3 +208,66 @@ def test_one_result_the_gradebook_cannot_hold_rolls_back_no_one_else(course, cel
     assert set(failed) == {"year1"}
     assert set(scores(course)) == {"ann", "bo", "cat", "dan", "eve"}
     assert all(scores(course)["dan"][name][0] == round(points * 0.25, 2) for name, points in cells.items())
+
+
+def hold_lock(path, seconds):
+    """Another process's view of the gradebook: an exclusive transaction held for `seconds`
+    (as a TA's long formgrader write, or a backup tool, would), from a thread of its own.
+    Returns (thread, locked): `locked` is set once the lock is held."""
+    import sqlite3
+    import threading
+
+    locked = threading.Event()
+
+    def hold():
+        connection = sqlite3.connect(path, timeout=1)
+        connection.execute("BEGIN EXCLUSIVE")
+        locked.set()
+        time.sleep(seconds)
+        connection.rollback()
+        connection.close()
+
+    thread = threading.Thread(target=hold, daemon=True)
+    thread.start()
+    assert locked.wait(10)
+    return thread
+
+
+def test_a_locked_gradebook_is_waited_for_and_every_result_written(course, cells):
+    """Issue 45: a gradebook locked for longer than SQLite's own wait (5 s) used to stop the
+    writer with "database is locked"; now it waits, results queue up meanwhile, and once the
+    lock ends every one of them is in the gradebook: nothing reported, nothing lost."""
+    from autograder.outputs.gradebook import Gradebook as GradebookOutput
+
+    sync_gradebook(course, ASSIGNMENT, [make_result("early", cells, fraction=1.0)])  # the database exists
+    holder = hold_lock(course / "gradebook.db", 7)
+    output = GradebookOutput(course, ASSIGNMENT, course / "graded")
+    students = [f"s{n:02d}" for n in range(12)]
+    results = [make_result(student, cells, fraction=0.5) for student in students]
+    started = time.monotonic()
+    for result in results:
+        output.add(result)  # never blocks: the writer's thread waits
+    assert time.monotonic() - started < 1.0
+    writer = output.writer
+    assert output.finish(results) == []
+    holder.join()
+    assert writer.waited > 0  # it did meet the lock
+    written = scores(course)
+    assert set(students) <= set(written)
+    assert all(written[s][name][0] == round(points * 0.5, 2) for s in students for name, points in cells.items())
+
+
+def test_a_gradebook_locked_past_the_patience_is_one_line_for_the_ta_and_the_next_run_writes_it(course, cells):
+    from autograder.outputs.gradebook import Gradebook as GradebookOutput
+
+    sync_gradebook(course, ASSIGNMENT, [make_result("early", cells, fraction=1.0)])
+    holder = hold_lock(course / "gradebook.db", 8)
+    output = GradebookOutput(course, ASSIGNMENT, course / "graded", patience=1.0)
+    result = make_result("late_lock", cells, fraction=1.0)
+    output.add(result)
+    problems = output.finish([result])
+    assert len(problems) == 1 and "locked" in problems[0][1] and "next run writes them" in problems[0][1], problems
+    assert output.writer is None  # that run is over: the next add starts another
+    holder.join()
+    assert output.finish([result]) == []  # the next run (a service's next quiet moment)
+    assert "late_lock" in scores(course)

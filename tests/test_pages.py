@@ -230,7 +230,7 @@ def test_feedback_command_rewrites_the_pages(graded_examples, tmp_path):
 
 
 def test_report_lists_timeouts_tampering_and_bad_files():
-    from autograder.runs.batch import read_source
+    from autograder.runs.recording import read_source
     from autograder.outputs.feedback import layout_of
     from autograder.outputs.report import render_report
 
@@ -295,7 +295,7 @@ def test_every_report_table_fits_a_laptop_screen(browser, screenshots, tmp_path)
     from autograder.record import CellScore, CheckOutcome
     from autograder.outputs.feedback import layout_of
     from autograder.outputs.report import render_report
-    from autograder.runs.batch import read_source
+    from autograder.runs.recording import read_source
 
     canvas = "doejane_LATE_1234567_89012345_causal_attention_final_version_really_final_v3_after_office_hours"
     failed = CheckOutcome("test_rows", "d", passed=False,

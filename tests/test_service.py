@@ -10,13 +10,11 @@ import re
 import sqlite3
 import subprocess
 import sys
-import threading
 import time
 import urllib.parse
 
 import pytest
 
-from autograder.service.client import describe
 from helpers import SCORES, cli, example, make_gradebook, make_notebook, new_course
 from service_helpers import (issue_tokens, multipart, notebook_bytes, request, serve, submit,
                              wait_graded)
@@ -160,7 +158,7 @@ def test_another_students_identical_answers_arrive_as_late_as_a_fresh_grading(se
     grading them took (a quick answer would tell her someone handed in the same), and nothing in
     it names cy."""
     from autograder.record import read_result
-    from autograder.runs.batch import GradedFolder
+    from autograder.outputs.folder import GradedFolder
 
     first = wait_graded(served, "cy", submit(served, "cy", notebooks["cy"])[1]["id"])
     kept = [read_result(None, None, path) for path in GradedFolder(served.course / "graded" / ASSIGNMENT).answers
@@ -463,6 +461,51 @@ def test_kill_9_mid_queue_then_a_restart_grades_every_acknowledged_submission_on
     assert not (graded / "history").exists()  # no result was ever recorded twice
     assert not list((course / "service" / "uploads").rglob(".incoming-*"))
     assert graded_result(course, "ada")["score"] == 26 and graded_result(course, "ben")["score"] == SCORES["ben"]
+
+
+@pytest.mark.slow
+def test_a_gradebook_locked_mid_rush_costs_no_grade_and_is_complete_once_free(tmp_path, notebooks):
+    """Issue 45: with nbgrader's gradebook locked by another process for 25 s (longer than
+    SQLite's own 5 s wait) while a class hands in, every acknowledged attempt is graded once
+    (none an error, no result recorded twice), and once the lock ends the gradebook holds
+    every student's score, as graded/ says."""
+    from test_outputs import hold_lock, scores
+
+    course = make_gradebook(new_course(tmp_path))
+    settings = course / "exercises" / ASSIGNMENT / "assignment.toml"
+    settings.write_text(settings.read_text() + "\n[service]\nrequests_per_minute = 1200\n")
+    students = ["ada", "ben", "cy", "dee", "fay", "gus"]
+    files = {"ada": notebooks["ada"], "ben": notebooks["ben"], "cy": notebooks["cy"], "dee": notebooks["dee"],
+             "fay": notebooks["ada"], "gus": notebook_bytes(make_notebook({"ex1_answer": [("return", "x = 1\n    return")]}))}
+    tokens = issue_tokens(course, ASSIGNMENT, students)
+    service = serve(course, ASSIGNMENT, jobs=2)
+    service.tokens = tokens
+    try:
+        first = submit(service, "ada", files["ada"])[1]["id"]
+        wait_graded(service, "ada", first)  # the workers are warm: the rest is graded under the lock
+        holder = hold_lock(course / "gradebook.db", 25)
+        ids = {"ada": first}
+        for student in students[1:]:
+            status, answer = submit(service, student, files[student])
+            assert status == 202, answer
+            ids[student] = answer["id"]
+        answers = {student: wait_graded(service, student, ids[student]) for student in students}
+        assert all(a["status"] == "graded" and a["counted"] for a in answers.values()), answers
+        holder.join()
+        graded = {s: graded_result(course, s)["score"] for s in students}
+        deadline = time.monotonic() + 60
+        while True:  # the service's next quiet moment writes what waited
+            written = scores(course)
+            totals = {s: sum(g[0] or 0 for name, g in written[s].items()) for s in students if s in written}
+            if totals == pytest.approx(graded) or time.monotonic() > deadline:
+                break
+            time.sleep(1)
+        assert totals == pytest.approx(graded)
+    finally:
+        service.stop()
+    rows = sqlite3.connect(course / "service" / "service.db").execute("SELECT student_id, status FROM submissions").fetchall()
+    assert sorted(rows) == sorted((s, "graded") for s in students)
+    assert not (course / "graded" / ASSIGNMENT / "history").exists()  # each recorded once
 
 
 # -- as people use it ----------------------------------------------------------------------------

@@ -176,7 +176,7 @@ def test_every_corpus_mistake_hidden_where_it_is_wrong_reads_as_the_reference_be
     from autograder.grading.notebook import grade_cells
     from autograder.grading.submission import explained as judge
     from autograder.inside.student import NamespaceStudent
-    from autograder.runs.batch import read_source
+    from autograder.runs.recording import read_source
     from helpers import COURSE
 
     found = COURSE.assignment(assignment)

@@ -173,7 +173,8 @@ def grade_corpus(assignment, folder, seed, jobs, out_dir, only=None, unsafe_no_s
     """
     from autograder.grading.notebook import grade_cells
     from autograder.outputs.results import ResultFiles
-    from autograder.runs.batch import grade_batch, graded_folder, read_source
+    from autograder.runs.batch import grade_batch
+    from autograder.runs.recording import graded_folder, read_source
 
     with tempfile.TemporaryDirectory(prefix="autograder-validate-") as scratch:
         copy = copy_assignment(assignment, Path(scratch) / "course", grading_only=True)

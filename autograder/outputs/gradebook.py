@@ -282,16 +282,28 @@ def sync_gradebook(course, assignment, results, db_url=None):
         return gradebook.write(results)
 
 
+def _busy(error):
+    """Whether an error is the database being busy (another writer, a TA's open formgrader
+    transaction, a lock held by hand): worth waiting for, unlike a full disk or a broken file."""
+    text = str(getattr(error, "orig", error)).lower()
+    return "locked" in text or "busy" in text
+
+
 class GradebookWriter:
     """Writes results into the gradebook from a background thread while grading goes on.
 
     nbgrader's gradebook takes about 40 ms per new submission (and seconds to
     create a new database); doing that while the workers grade hides most of
-    it. The thread keeps one `GradebookSync` open for the whole batch.
-    `finish(results)` syncs whatever is still missing, returns {student: why} for results
-    it could not write, and re-raises an error that stopped it (the gradebook could not be
-    opened, say).
+    it. The thread keeps one `GradebookSync` open until `finish`. A busy database (locked by
+    another writer) is waited for, with growing pauses, while grading goes on: results queue
+    up meanwhile and are written once it is free, so a locked gradebook never costs a grade.
+    `finish(results, patience)` syncs whatever is still missing, waiting at most `patience`
+    seconds more for a busy database, returns {student: why} for results it could not write,
+    and re-raises an error that stopped it (the gradebook could not be opened, or stayed
+    locked past the patience).
     """
+
+    PAUSES = (0.2, 0.5, 1.0, 2.0, 5.0)  # seconds between tries while the database is busy
 
     def __init__(self, course, assignment, db_url=None):
         import queue
@@ -301,33 +313,57 @@ class GradebookWriter:
         self.queue = queue.Queue()
         self.error = None
         self.failed = {}  # student -> why, from the last write of their result
+        self.waited = 0.0  # seconds spent waiting for a busy database, for the TA's note
+        self.deadline = None  # set by finish(): when to stop waiting for a busy database
         self.thread = threading.Thread(target=self._run, name="gradebook", daemon=True)
         self.thread.start()
 
     def add(self, result):
         self.queue.put(result)
 
+    def _patiently(self, action):
+        """`action()`, tried again while the database is busy (until finish's deadline)."""
+        import time
+
+        from sqlalchemy.exc import OperationalError
+
+        tries = 0
+        while True:
+            try:
+                return action()
+            except OperationalError as error:
+                if not _busy(error) or (self.deadline is not None and time.monotonic() > self.deadline):
+                    raise
+                pause = self.PAUSES[min(tries, len(self.PAUSES) - 1)]
+                time.sleep(pause)
+                self.waited += pause
+                tries += 1
+
     def _run(self):
         try:
             with IMPORTS:  # nbgrader and SQLAlchemy load here
-                gradebook = GradebookSync(self.course, self.assignment, self.db_url)
+                gradebook = self._patiently(lambda: GradebookSync(self.course, self.assignment, self.db_url))
             # Opened in this thread: an SQLite connection belongs to the thread that made it.
             with gradebook:
+                batch = []
                 while True:
-                    batch, finished = [self.queue.get()], None
+                    batch.append(self.queue.get())
                     while not self.queue.empty():
                         batch.append(self.queue.get())
-                    if isinstance(batch[-1], list):  # finish(): every result, then stop
-                        finished = batch.pop()
-                    gradebook.write(batch)
+                    finished = batch.pop() if isinstance(batch[-1], list) else None  # finish(): all, then stop
+                    self._patiently(lambda: gradebook.write(batch))
+                    batch = []
                     if finished is not None:
-                        gradebook.write(finished)  # anything from earlier runs
+                        self._patiently(lambda: gradebook.write(finished))  # anything from earlier runs
                         self.failed = dict(gradebook.failed)
                         return
         except BaseException as error:  # noqa: B036 (reported by finish(); the JSON results are safe)
             self.error = error
 
-    def finish(self, results):
+    def finish(self, results, patience=60.0):
+        import time
+
+        self.deadline = time.monotonic() + patience
         self.queue.put(list(results))
         self.thread.join()
         if self.error is not None:
@@ -337,13 +373,16 @@ class GradebookWriter:
 
 class Gradebook(Output):
     """nbgrader's gradebook (formgrader, `nbgrader export`): each result as it is graded, from
-    a background thread, then every result in the folder at the end."""
+    a background thread, then every result in the folder at the end. Each `finish` ends a run
+    (the connection closes, so a regrade or a TA's formgrader session written meanwhile is read
+    afresh by the next); a busy database is waited for up to `patience` seconds there."""
 
     what = "its grades in nbgrader's gradebook"
 
-    def __init__(self, course_root, assignment, results_in, db_url=None):
+    def __init__(self, course_root, assignment, results_in, db_url=None, patience=60.0):
         """`db_url`: another gradebook than the course's (a scratch one, `grade --scratch`)."""
         self.course_root, self.assignment, self.results_in, self.db_url = course_root, assignment, results_in, db_url
+        self.patience = patience
         self.writer = None
 
     def add(self, result):
@@ -352,11 +391,11 @@ class Gradebook(Output):
         self.writer.add(result)
 
     def finish(self, results):
+        writer, self.writer = self.writer, None  # the next add starts the next run
         try:
-            if self.writer is None:
-                unwritten = sync_gradebook(self.course_root, self.assignment, results, self.db_url)
-            else:
-                unwritten = self.writer.finish(results)
+            if writer is None:
+                writer = GradebookWriter(self.course_root, self.assignment, self.db_url)
+            unwritten = writer.finish(results, self.patience)
         except Exception as error:  # noqa: BLE001 (the JSON results are safe; the other outputs follow)
             return [("", f"nbgrader's gradebook was not updated ({brief(error)}); the results are in"
                          f" {self.results_in}, and the next run writes them")]

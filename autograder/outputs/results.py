@@ -102,8 +102,7 @@ class ResultFiles(Output):
 
     def __init__(self, folder, started=None):
         # `started` names the run's history/ folder: the batch's start time
-        started = started or datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
-        self.folder, self.regrade = folder, Regrade(folder, started)
+        self.folder, self.regrade = folder, Regrade(folder, started or _now())
 
     @property
     def changes(self):
@@ -114,8 +113,15 @@ class ResultFiles(Output):
         self.folder.write(result)
 
     def finish(self, results):
+        """changes.csv; then the next run's history/ folder (the service finishes whenever its
+        queue is quiet: what a run kept is written, never held for a term)."""
         self.regrade.write_changes()
+        self.regrade = Regrade(self.folder, _now())
         return []
+
+
+def _now():
+    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
 
 
 class GradesCsv(Output):

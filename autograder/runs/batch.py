@@ -1,24 +1,20 @@
 """`autograder grade`: grade a batch of submissions, resumably, into the outputs it is given.
 
 The batch decides what runs (new and changed notebooks; identical answers once) and hands
-every result to a list of outputs (outputs/base.py). `standard_outputs` is what `autograder
-grade` writes; `validate` asks for result files only, Gradescope for results.json only.
+every result to a list of outputs (outputs/base.py). `standard_outputs` (runs/recording.py, the
+one way a result is recorded, shared with the service) is what `autograder grade` writes;
+`validate` asks for result files only, Gradescope for results.json only.
 """
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder.course import CourseError
-from autograder.grading.notebook import grade_cells, sha256
-from autograder.outputs.autograded import AutogradedNotebooks
+from autograder.grading.notebook import sha256
 from autograder.outputs.base import brief
-from autograder.outputs.feedback import FeedbackPages, layout_of
-from autograder.outputs.folder import GradedFolder
-from autograder.outputs.gradebook import Gradebook
-from autograder.outputs.report import ClassReport
-from autograder.outputs.results import GradesCsv, ResultFiles
 from autograder.record import ERROR, INVALID, Result, broken_checks
 from autograder.runs.intake import discover
+from autograder.runs.recording import Recorder, graded_folder, read_release, read_source, standard_outputs
 
 
 @dataclass
@@ -55,33 +51,9 @@ class BatchOptions:
             raise CourseError(f"the notebook size limit is a number of MB above 0, not {self.max_notebook_mb}")
 
 
-def standard_outputs(assignment, folder, scratch=None):
-    """Everything `autograder grade` writes, in the order each result reaches them: the result
-    file first (the others show nothing it lacks), then pages, nbgrader's gradebook and
-    autograded/ notebooks, the class report; grades.csv at the end. `scratch`: a folder for
-    the gradebook (scratch/gradebook.db) and autograded/ notebooks instead of the course's,
-    so a trial run never reaches formgrader or `nbgrader export`."""
-    source = read_source(assignment)
-    layout, course = layout_of(source), assignment.course
-    db_url = f"sqlite:///{Path(scratch).resolve() / 'gradebook.db'}" if scratch else None
-    autograded = Path(scratch) / "autograded" if scratch else course.autograded
-    return [ResultFiles(folder), FeedbackPages(folder, layout),
-            Gradebook(course.root, assignment.name, folder.root, db_url), AutogradedNotebooks(autograded, assignment.name),
-            GradesCsv(folder, grade_cells(source)), class_report(assignment, folder, source)]
-
-
-def class_report(assignment, folder, source):
-    """The class report of `assignment`'s graded folder, saying its late policy where it has one."""
-    from autograder.runs.late import assignment_policy
-
-    policy = assignment_policy(assignment, source)
-    late = policy.in_words(sum(grade_cells(source).values())) if policy else ""
-    return ClassReport(folder, assignment.name, layout_of(source), late=late)
-
-
 def grade_batch(assignment, paths, outputs=None, out_dir=None, scheduler=None, on_result=None, **options):
     """Grade `paths` (submissions of `assignment`, an `Assignment` of its course) into `outputs`
-    (default: `standard_outputs`) in the graded folder `out_dir` (default: the course's
+    (a list, or a running Recorder such as the service's; default: `standard_outputs`) in the graded folder `out_dir` (default: the course's
     graded/<assignment>/). `options`: see BatchOptions. Raises NoSandbox or PoisonedInterpreter,
     before any submission runs or anything is written, when grading must not happen."""
     from autograder.grading.scheduler import LocalScheduler
@@ -100,9 +72,11 @@ def grade_batch(assignment, paths, outputs=None, out_dir=None, scheduler=None, o
     folder.make()
     submissions = [s for s in intake.submissions if s.student_id not in plan.removed]
     folder.write_intake(intake.rows)
-    outputs = standard_outputs(assignment, folder) if outputs is None else list(outputs)
+    if not isinstance(outputs, Recorder):
+        outputs = Recorder(standard_outputs(assignment, folder) if outputs is None else outputs)
+    recorder, outputs = outputs, outputs.outputs
     late.given(submissions)
-    spec = _spec(assignment, folder, options, isolation, keep_notebook=any(o.needs_notebook for o in outputs))
+    spec = _spec(assignment, folder, options, isolation, keep_notebook=recorder.needs_notebook)
     identical = IdenticalAnswers(assignment, spec, folder, read_source(assignment), read_release(assignment),
                                  use_cache=not options.force)
     clock = _Clock({})
@@ -110,7 +84,7 @@ def grade_batch(assignment, paths, outputs=None, out_dir=None, scheduler=None, o
     report = BatchReport(skipped=len(kept), regraded=stale, out_dir=folder.root, phases=clock.phases,
                          problems=[*intake.problems, *((s.student_id, s.renamed) for s in submissions if s.renamed),
                                    *late.unreadable(submissions)])
-    record = _Recorder(outputs, late, submissions, report, on_result)
+    record = _Recorder(recorder, late, submissions, report, on_result)
     if todo and hasattr(scheduler, "start"):
         scheduler.start(spec, len(todo))  # its workers and sandboxes warm up while this process reads
     for result in scheduler.grade(spec, _Counted(identical.to_run(todo), len(todo))):
@@ -128,8 +102,9 @@ def grade_batch(assignment, paths, outputs=None, out_dir=None, scheduler=None, o
     report.problems += _not_gradable(report.results, submissions)
     report.problems += broken_checks(report.results)  # a hidden check that broke: the instructor's to fix
     folder.record_wall_time(time.perf_counter() - started)
-    record.finish(report.results, clock)
+    # (read before finishing: finishing ends an output's run, and the service starts the next)
     report.changes = [change for output in outputs for change in getattr(output, "changes", [])]
+    record.finish(report.results, clock)
     report.seconds = time.perf_counter() - started
     return report
 
@@ -240,12 +215,12 @@ def _split(submissions, folder, identical, late, force):
 
 
 class _Recorder:
-    """Hands each result to every output the moment it is graded. Whatever goes wrong with one
-    student's output is that student's problem, said to the TA; the batch, and everyone else's
-    result, goes on."""
+    """Hands each result, as this batch knows it (late penalty, intake notes), to the recorder
+    the moment it is graded. Whatever goes wrong with one student's output is that student's
+    problem, said to the TA; the batch, and everyone else's result, goes on."""
 
-    def __init__(self, outputs, late, submissions, report, on_result):
-        self.outputs, self.late, self.report, self.on_result = outputs, late, report, on_result
+    def __init__(self, recorder, late, submissions, report, on_result):
+        self.recorder, self.late, self.report, self.on_result = recorder, late, report, on_result
         self.submissions = {s.student_id: s for s in submissions}  # what the intake knows of each student
         self.unrecorded = set()  # students whose result file could not be written: no output shows their grade
 
@@ -301,29 +276,17 @@ class _Recorder:
                 self(raw, graded=False)
 
     def _add(self, result):
-        for output in self.outputs:
-            try:
-                output.add(result)
-            except Exception as error:  # noqa: BLE001
-                again = "; it is graded again next run" if output.required else ""
-                self.report.problems.append((result.student_id, f"{output.what} could not be written"
-                                                                f" ({brief(error)}){again}"))
-                if output.required:
-                    self.unrecorded.add(result.student_id)
-                    return
+        recorded, problems = self.recorder.add(result)
+        self.report.problems += problems
+        if not recorded:
+            self.unrecorded.add(result.student_id)
 
     def copies(self, copies):
         for result, notebook in copies:
             self(result, notebook)
 
     def finish(self, results, clock):
-        for output in self.outputs:
-            try:
-                self.report.problems += output.finish(results)
-            except Exception as error:  # noqa: BLE001 (the result files are safe; the next run writes it)
-                self.report.problems.append(("", f"{output.what} was not written ({brief(error)}); the next run"
-                                                 " writes it"))
-            clock(output.what)
+        self.report.problems += self.recorder.finish(results, clock)
 
 
 def replaced_note(submission):
@@ -347,24 +310,6 @@ def zip_note(submission):
             " handing in the .ipynb file itself works too")
 
 
-def graded_folder(assignment, out_dir=None):
-    """The GradedFolder `out_dir` (a path or a GradedFolder), by default graded/<assignment>/."""
-    if isinstance(out_dir, GradedFolder):
-        return out_dir
-    return GradedFolder(Path(out_dir or assignment.course.graded(assignment.name)).resolve())
-
-
-def write_outputs(outputs, results):
-    """Every result into `outputs`, as a batch would (for results graded earlier): returns the
-    problems, [(student, what the TA should know)]."""
-    report = BatchReport()
-    recorder = _Recorder(outputs, None, [], report, None)
-    for result in results:
-        recorder._add(result)
-    recorder.finish(results, lambda name: None)
-    return report.problems
-
-
 def _spec(assignment, folder, options, isolation, keep_notebook, seed=None):
     from autograder.grading.submission import BatchSpec
 
@@ -384,18 +329,6 @@ def _every_result(folder, graded):
     results = {result.student_id: result for result in folder.results()}
     results.update((result.student_id, result) for result in graded if result.finished)
     return sorted(results.values(), key=lambda result: result.student_id)
-
-
-def read_source(assignment):
-    import nbformat
-
-    return nbformat.read(assignment.source_notebook, as_version=4)
-
-
-def read_release(assignment):
-    import nbformat
-
-    return nbformat.read(assignment.release_notebook, as_version=4)
 
 
 class _Counted:

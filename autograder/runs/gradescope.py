@@ -22,7 +22,8 @@ from autograder.course import PACKAGE_CHECKOUT, Course, CourseError, copy_assign
 from autograder.outputs.feedback import layout_of
 from autograder.outputs.gradescope import ResultsJson
 from autograder.record import INVALID, Result
-from autograder.runs.batch import grade_batch, read_source
+from autograder.runs.batch import grade_batch
+from autograder.runs.recording import read_source
 
 PACKAGE = ("autograder", "pyproject.toml")  # this package, installed from the bundle by setup.sh
 

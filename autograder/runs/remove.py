@@ -16,7 +16,7 @@ from autograder.grading.notebook import grade_cells
 from autograder.outputs.gradebook import remove_submission
 from autograder.outputs.results import GradesCsv
 from autograder.record import write_result
-from autograder.runs.batch import class_report, graded_folder, read_source, write_outputs
+from autograder.runs.recording import class_report, graded_folder, read_source, write_outputs
 
 
 @dataclass

@@ -362,10 +362,12 @@ class Web:
         students.update({token["student_id"]: [] for token in tokens if token["role"] == STUDENT})
         for row in rows:
             students.setdefault(row.student_id, []).append(row)
-        graded = {r.student_id: r for r in self.service.counting.records[assignment.name].folder.results()}
+        record = self.service.counting.records[assignment.name]
+        graded = {r.student_id: r for r in await run_in_threadpool(record.folder.results)}
         regrading = self.regrading.get(assignment.name)
         return self.page("ta.html.j2", title=assignment.title, assignment=assignment, students=students,
                          graded=graded, csrf=csrf_token(self.service.secret, who.token_id), regrading=regrading,
+                         problems=list(reversed(record.problems)),
                          refresh=bool(regrading and regrading.startswith("running")))
 
     async def ta_submission(self, request):

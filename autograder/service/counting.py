@@ -8,28 +8,36 @@ the notebook, which no student can forge.
 
 The attempt that counts is copied to
 `service/counted/<assignment>/<student>/<assignment>/<assignment>.ipynb` (nbgrader's
-submitted/ layout) with nbgrader's `timestamp.txt`, and its result is recorded in `graded/<assignment>/` and
-nbgrader's gradebook by the very outputs `autograder grade` uses: result file (a replaced
-one goes to history/), feedback page, autograded notebook, gradebook; grades.csv and the
-class report once the queue is quiet. So `autograder grade ASSIGNMENT service/counted/`,
-`export`, `similarity` and regrades (service/regrade.py) all work on what counts, unchanged.
+submitted/ layout) with nbgrader's `timestamp.txt`, and its result is recorded in
+`graded/<assignment>/` and nbgrader's gradebook the one way `autograder grade` records it
+(runs/recording.py): the same outputs and recorder, each result added as it counts, every
+output finished once the queue is quiet (grades.csv, the class report, changes.csv, the
+gradebook's run). An output that fails costs that output only and is listed on the TA's page;
+a busy gradebook is waited for in its own thread, never by a student. So `autograder grade
+ASSIGNMENT service/counted/`, `export`, `similarity` and regrades (service/regrade.py) all
+work on what counts, unchanged.
 """
+import logging
 import shutil
 import threading
 import time
-from datetime import datetime, timedelta
+from collections import deque
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from autograder.course import write_atomically
-from autograder.grading.notebook import grade_cells, read_notebook, sanitize
-from autograder.outputs.autograded import AutogradedNotebooks
-from autograder.outputs.feedback import FeedbackPages, layout_of
-from autograder.outputs.gradebook import GradebookSync
-from autograder.outputs.results import GradesCsv, ResultFiles
+from autograder.grading.notebook import read_notebook, sanitize
+from autograder.outputs.gradebook import Gradebook
 from autograder.record import read_result
-from autograder.runs.batch import class_report, graded_folder, read_release, read_source
 from autograder.runs.late import LateWork, assignment_policy, extensions
+from autograder.runs.recording import Recorder, graded_folder, read_release, read_source, standard_outputs
 from autograder.service.store import GRADED as ROW_GRADED
+
+# How long a quiet-time finish waits for a gradebook another process holds locked; the next
+# finish, seconds later, tries again, so a long lock only postpones the gradebook.
+GRADEBOOK_PATIENCE = 5.0
+LOG = logging.getLogger("autograder.service")
+PROBLEMS_KEPT = 50  # the latest recording problems per assignment, for the TA's page
 
 
 def received(row):
@@ -44,16 +52,14 @@ class AssignmentRecord:
         self.assignment, self.roster, self.counted_root = assignment, roster, Path(counted_root)
         self.folder = graded_folder(assignment).make()
         self.source, self.release = read_source(assignment), read_release(assignment)
-        layout = layout_of(self.source)
         self.policy = assignment_policy(assignment, self.source)
         self.counts = assignment.config.service.counts
         self.extensions = extensions(roster)
-        self.outputs = [ResultFiles(self.folder), FeedbackPages(self.folder, layout),
-                        AutogradedNotebooks(assignment.course.autograded, assignment.name)]
-        self.finishing = [GradesCsv(self.folder, grade_cells(self.source)),
-                          class_report(assignment, self.folder, self.source)]
-        self.gradebook = None  # opened in the recorder's thread, on first use
-        self.reopen = False  # set by a regrade: the gradebook's scores changed under this connection
+        self.recorder = Recorder(standard_outputs(assignment, self.folder, source=self.source))
+        for output in self.recorder.outputs:
+            if isinstance(output, Gradebook):
+                output.patience = GRADEBOOK_PATIENCE
+        self.problems = deque(maxlen=PROBLEMS_KEPT)  # (when, student, what): recording problems, for the TA
         self.dirty, self.changed = False, 0.0
 
     def due_for(self, student_id):
@@ -110,33 +116,44 @@ class AssignmentRecord:
         return target
 
     def record(self, result, notebook):
+        """The counted `result` into every output. Raises only when its result file could not be
+        written (then nothing else shows it, and the attempt is recorded again)."""
         if notebook is None:  # answered from another result, or finished after a restart: read it again
             try:
                 notebook = sanitize(read_notebook(result.path), self.source, self.release).notebook
             except Exception:  # noqa: BLE001 (no autograded notebook then; the grade is recorded all the same)
                 notebook = None
         result.graded_notebook = notebook
-        for output in self.outputs:
-            output.add(result)
-        result.graded_notebook = None
-        if self.reopen and self.gradebook is not None:
-            self.gradebook.close()
-            self.gradebook = None
-        self.reopen = False
-        if self.gradebook is None:
-            self.gradebook = GradebookSync(self.assignment.course.root, self.assignment.name)
-        self.gradebook.write([result])
+        try:
+            recorded, problems = self.recorder.add(result)
+        finally:
+            result.graded_notebook = None
         self.changed = time.monotonic()
         self.dirty = True
+        self.tell(problems)
+        if not recorded:
+            raise OSError(problems[-1][1])
 
     def flush(self, quiet=0.0):
-        """grades.csv and the class report, when a result changed and none came for `quiet` seconds."""
+        """Finish every output (grades.csv, the class report, changes.csv, the gradebook's run)
+        when a result changed and none came for `quiet` seconds; a problem leaves it to the next."""
         if not self.dirty or time.monotonic() - self.changed < quiet:
             return
         self.dirty = False
-        results = self.folder.results()
-        for output in self.finishing:
-            output.finish(results)
+        problems = self.recorder.finish(self.folder.results())
+        self.tell(problems)
+        if problems:
+            self.dirty = True
+
+    def tell(self, problems):
+        """Keep the latest problems for the TA's page: one line each, the newest replacing an
+        equal older one (a gradebook locked for an hour is one line, not 700)."""
+        now = datetime.now(timezone.utc).isoformat()
+        for student, what in problems:
+            LOG.warning("%s%s: %s", self.assignment.name, f" {student}" if student else "", what)
+            for old in [p for p in self.problems if p[1:] == (student, what)]:
+                self.problems.remove(old)
+            self.problems.append((now, student, what))
 
 
 class Counting:
@@ -183,14 +200,12 @@ class Counting:
         for record in self.records.values():
             try:
                 record.flush(quiet)
-            except Exception:  # noqa: BLE001 (grades.csv and the report: the next flush writes them)
+            except Exception as error:  # noqa: BLE001 (the folder could not be read: the next flush)
                 record.dirty = True
+                record.tell([("", f"the graded folder could not be read ({error})")])
 
     def close(self):
         self.stopping.set()
         if self.thread.is_alive():
             self.thread.join(timeout=120)
-        self.flush()
-        for record in self.records.values():
-            if record.gradebook is not None:
-                record.gradebook.close()
+        self.flush()  # every output's run ends: the gradebook's writer closes its connection

@@ -26,7 +26,7 @@ from autograder.grading.scheduler import REFUSALS
 from autograder.grading.submission import BatchSpec
 from autograder.record import ERROR as RESULT_ERROR
 from autograder.record import read_result, write_result
-from autograder.runs.batch import graded_folder, read_release, read_source
+from autograder.runs.recording import graded_folder, read_release, read_source
 from autograder.runs.identical import IdenticalAnswers
 from autograder.service.fairqueue import FairQueue
 from autograder.service.store import ERROR, GRADED, QUEUED, RUNNING, stamp
