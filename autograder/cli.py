@@ -621,6 +621,27 @@ def cmd_tokens(args):
     return 0
 
 
+def cmd_prune(args):
+    """Delete the uploads of finished attempts that do not count (service/prune.py)."""
+    from autograder.service.prune import prune
+
+    assignment = _assignment(args)
+    root = assignment.course.root / "service"
+    if not (root / "service.db").exists():
+        console.print(f"[red]autograder prune: no service has run in {shown(str(assignment.course.root))}"
+                      " (no service/service.db): nothing to prune[/red]", highlight=False)
+        return 2
+    found = prune(root, assignment.name, args.older_than, args.dry_run)
+    verb = "would delete" if args.dry_run else "deleted"
+    console.print(f"{assignment.name}: {verb} {found.files} uploads of attempts that do not count"
+                  f" ({found.bytes / 2**20:.1f} MB); kept {found.kept} (the attempts that count, those not"
+                  " graded yet" + (f", those from the last {args.older_than:g} days" if args.older_than else "") + ")",
+                  highlight=False)
+    for path, why in found.problems:
+        console.print(f"[yellow]  {shown(path, 300)}: {shown(why, 300)}[/yellow]", highlight=False)
+    return 1 if found.problems else 0
+
+
 def may_run_student_code(unsafe_no_sandbox):
     """Refuse (NoSandbox, PoisonedInterpreter) before anything runs; warn loudly when unsafe."""
     from autograder.grading.sandbox import require_sandbox, unsafe_warning
@@ -885,6 +906,12 @@ def _service_commands(sub):
     p.add_argument("--revoke", nargs="+", metavar="STUDENT", help="revoke every token of these students")
     p.add_argument("--list", action="store_true", help="list the active tokens (never their secrets)")
     p.set_defaults(func=cmd_tokens)
+    p = sub.add_parser("prune", help="delete the service's stored uploads of attempts that no longer count")
+    p.add_argument("assignment")
+    p.add_argument("--older-than", type=float, default=0.0, metavar="DAYS",
+                   help="only uploads handed in more than DAYS days ago (default: any finished one)")
+    p.add_argument("--dry-run", action="store_true", help="say what would be deleted, delete nothing")
+    p.set_defaults(func=cmd_prune)
 
 
 def _course_commands(sub):

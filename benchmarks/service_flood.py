@@ -107,7 +107,7 @@ def run(tmp, name, course, notebooks, flood, spread, jobs):
         served.stop()
     waits = [(datetime.fromisoformat(graded) - datetime.fromisoformat(received)).total_seconds()
              for student, _, status, received, graded in rows if student != FLOODER and status == "graded"]
-    graded_ids = {row[1] for row in rows if row[2] in ("graded", "error")}
+    graded_ids = {row[1] for row in rows if row[2] in ("graded", "error", "replaced")}  # replaced: told, not lost
     lost = [i for ids in acknowledged.values() for i in ids if i not in graded_ids]
     flood_rows = [row for row in rows if row[0] == FLOODER]
     stored = sum((copy / "service" / "uploads" / ASSIGNMENT / f"{row[1]}.ipynb").stat().st_size for row in flood_rows
@@ -115,7 +115,8 @@ def run(tmp, name, course, notebooks, flood, spread, jobs):
     return {"waits": waits, "lost": lost, "errors": errors, "class": len(waits),
             "flood_acknowledged": len(acknowledged.get(FLOODER, [])),
             "flood_refused": sum(1 for student, _ in refused if student == FLOODER),
-            "flood_graded": sum(1 for row in flood_rows if row[2] == "graded"), "flood_bytes": stored}
+            "flood_graded": sum(1 for row in flood_rows if row[2] == "graded"),
+            "flood_replaced": sum(1 for row in flood_rows if row[2] == "replaced"), "flood_bytes": stored}
 
 
 def p95(values):
@@ -143,7 +144,8 @@ def main():
               f" server errors {len(found['errors'])}")
     print(f"p95 with the flood / alone: {p95(flooded['waits']) / p95(alone['waits']):.2f}x (target: at most 1.25x)")
     print(f"the flood: {flooded['flood_acknowledged']} acknowledged, {flooded['flood_refused']} refused,"
-          f" {flooded['flood_graded']} graded; its stored uploads take {flooded['flood_bytes'] / 2**20:.1f} MB")
+          f" {flooded['flood_graded']} graded, {flooded['flood_replaced']} replaced by a newer one; its stored uploads"
+          f" take {flooded['flood_bytes'] / 2**20:.1f} MB")
     return 1 if alone["lost"] or flooded["lost"] or alone["errors"] or flooded["errors"] else 0
 
 

@@ -20,7 +20,8 @@ from service_helpers import (issue_tokens, multipart, notebook_bytes, request, s
                              wait_graded)
 
 ASSIGNMENT = "causal_attention"
-STUDENTS = ["ada", "ben", "cy", "dee", "eve", "fay", "gus", "hal", "ivy", "jo", "kim", *(f"c{i}" for i in range(12))]
+STUDENTS = ["ada", "ben", "cy", "dee", "eve", "fay", "gus", "hal", "ivy", "jo", "kim", "lu", "mo", "ned",
+            *(f"c{i}" for i in range(12))]
 SETTINGS = """
 [late]
 due = 2099-01-01T00:00:00Z
@@ -390,6 +391,34 @@ def test_many_clients_at_once_lose_nothing(served, notebooks):
     for index, student in enumerate(students):  # the same answers, the same grade
         assert graded_result(served.course, student)["score"] == graded_result(served.course, kinds[index % 4])["score"]
     assert "Traceback" not in served.log.read_text()
+
+
+def test_a_newer_upload_replaces_the_one_still_waiting_and_the_student_is_told(served, notebooks):
+    """Issue 45: at most one waiting notebook per student. With both workers busy, ned hands in
+    three notebooks: the third takes the second's place, the second is never graded and costs no
+    attempt, and both pages (and the API) say so."""
+    from helpers import append_to_first_answer, example
+
+    busy = [notebook_bytes(append_to_first_answer(example("ada"), f"import time; time.sleep(4)  # {n}\n"))
+            for n in range(2)]
+    for student, notebook in zip(("lu", "mo"), busy):  # the two workers, busy for a while
+        assert submit(served, student, notebook)[0] == 202
+    ids = []
+    for n in range(3):
+        status, answer = submit(served, "ned", notebook_bytes(append_to_first_answer(example("ben"), f"# try {n}\n")))
+        assert status == 202, answer
+        ids.append(answer["id"])
+    first, second, third = (request(f"{served.base}/api/submissions/{i}", served.tokens["ned"])[1]
+                            for i in ids)
+    assert second["status"] == "replaced" and second["replaced_by"] == ids[2] and not second["attempt_counts"]
+    assert "did not cost you an attempt" in second["detail"]
+    assert third["replaced"] == [ids[1]] and "took the place of your earlier upload" in third["note"]
+    assert first["status"] in ("queued", "running", "graded")  # taken before: graded as it is
+    cookie = login(served, "ned")
+    page = request(f"{served.base}/submissions/{ids[1]}", cookie=cookie)[1]
+    assert "newer upload took this one" in page and f"/submissions/{ids[2]}" in page
+    assert "took the place of your earlier upload" in request(f"{served.base}/submissions/{ids[2]}", cookie=cookie)[1]
+    assert wait_graded(served, "ned", ids[2])["status"] == "graded"
 
 
 @pytest.mark.slow

@@ -306,3 +306,56 @@ def test_students_take_turns_in_the_queue_and_each_knows_its_place():
     waiting.close()
     reader.join(5)
     assert done == [None]  # closed and empty: the lane's thread ends
+
+
+def test_a_new_upload_replaces_what_its_student_has_waiting_in_the_same_place():
+    """At most one waiting notebook per student: the newest takes the place of the ones still
+    waiting (they come back, to be marked replaced); another student's are never touched."""
+    from autograder.service.fairqueue import FairQueue
+
+    waiting = FairQueue()
+    waiting.put("ada", ("a0", None), replace=True)
+    waiting.put("ben", ("b0", None), replace=True)
+    waiting.put("ada", ("a1", None))  # a retry or a restart puts without replacing
+    assert waiting.put("ada", ("a2", None), replace=True) == [("a0", None), ("a1", None)]
+    assert waiting.ahead("a2") == 0 and waiting.ahead("a0") is None and len(waiting) == 2
+    assert waiting.put("cy", ("c0", None), replace=True) == []
+    assert [waiting.get()[0] for _ in range(3)] == ["a2", "b0", "c0"]
+
+
+def test_prune_deletes_only_the_uploads_no_attempt_needs(tmp_path):
+    """`autograder prune`: finished attempts that do not count lose their upload (their row and
+    result stay); the attempt that counts, anything not graded yet, recent uploads with
+    --older-than, and a path outside the uploads folder are left alone; --dry-run deletes nothing."""
+    from datetime import datetime, timedelta, timezone
+
+    from autograder.service.prune import prune
+    from autograder.service.store import ERROR, GRADED, QUEUED, REPLACED, RUNNING, Store, stamp
+
+    root = tmp_path / "service"
+    uploads = root / "uploads" / "a1"
+    uploads.mkdir(parents=True)
+    store = Store(root / "service.db")
+    now = datetime.now(timezone.utc)
+    outside = tmp_path / "elsewhere.ipynb"
+    rows = {"old": (GRADED, 0, 10), "counts": (GRADED, 1, 10), "swapped": (REPLACED, 0, 10), "broke": (ERROR, 0, 10),
+            "waits": (QUEUED, 0, 10), "runs": (RUNNING, 0, 10), "recent": (GRADED, 0, 0.5), "stray": (GRADED, 0, 10)}
+    for name, (status, counted, days) in rows.items():
+        path = outside if name == "stray" else uploads / f"{name}.ipynb"
+        path.write_text("x" * 1000)
+        store.add(name, "a1", "ada", stamp(now - timedelta(days=days)), "sha", path)
+        store.set_status(name, status, counted=counted)
+    dry = prune(root, "a1", dry_run=True)
+    assert (dry.files, dry.bytes) == (4, 4000) and len(list(uploads.iterdir())) == 7  # (the stray one: a problem)
+    found = prune(root, "a1", older_than_days=1)
+    assert found.files == 3 and found.kept == 4 and found.problems == [(str(outside), found.problems[0][1])]
+    assert sorted(p.stem for p in uploads.iterdir()) == ["counts", "recent", "runs", "waits"]
+    assert outside.exists() and len(store.of_assignment("a1")) == 8  # every row stays
+
+
+def test_prune_without_a_service_says_so(tmp_path):
+    from helpers import cli, new_course
+
+    course = new_course(tmp_path)
+    done = cli("prune", "causal_attention", "--course", course)
+    assert done.returncode == 2 and "no service has run" in done.stdout + done.stderr, done.stdout + done.stderr

@@ -29,7 +29,7 @@ from autograder.outputs.feedback import _css, inline_code, layout_of
 from autograder.record import cell_in_words
 from autograder.record import read_result
 from autograder.service.guard import BodyLimit, RateLimit, TooLarge, csrf_ok, csrf_token
-from autograder.service.store import ERROR, GRADED, STUDENT, TA
+from autograder.service.store import ERROR, GRADED, REPLACED, STUDENT, TA
 from autograder.service.submit import Refused, take, when
 from autograder.service.views import Visibility, student_view
 
@@ -154,6 +154,13 @@ class Web:
         if row.status == ERROR:
             body["detail"] = ("The grader could not grade this notebook (its own fault, not yours); your TA has"
                               " been told, and it did not cost you an attempt.")
+        elif row.status == REPLACED:
+            body["replaced_by"] = row.detail
+            body["detail"] = ("Your newer upload took this one's place in the queue before it was graded, so this"
+                              " one was not graded and did not cost you an attempt.")
+        body["replaced"] = self.service.store.replaced_by(row.id)
+        if body["replaced"]:
+            body["note"] = replaced_note(len(body["replaced"]))
         view, due = self.view(row)
         if view is not None:
             body.update(score=view.score, max_score=view.max_score, feedback=view.to_json(),
@@ -346,8 +353,10 @@ class Web:
         assignment = self.assignments[row.assignment]
         position = self.service.lanes[row.assignment].position(row) or 1
         used_up = request.query_params.get("used_up") == "1"
+        replaced = await run_in_threadpool(self.service.store.replaced_by, row.id)
         return self.page("submission.html.j2", title=assignment.title, assignment=assignment, row=row, view=view,
-                         due=due, position=position, student=row.student_id, used_up=used_up)
+                         due=due, position=position, student=row.student_id, used_up=used_up,
+                         replaced=replaced_note(len(replaced)) if replaced else "")
 
     # -- the TA's pages ---------------------------------------------------------------------------
     async def ta_page(self, request):
@@ -409,6 +418,13 @@ class Web:
 
 def _address(request):
     return request.client.host if request.client else "?"
+
+
+def replaced_note(count):
+    """What a student reads on the upload that replaced `count` of their waiting ones."""
+    earlier = "upload" if count == 1 else f"{count} uploads"
+    return (f"This upload took the place of your earlier {earlier} still waiting in the queue: only your newest"
+            " notebook is graded, and the one it replaced did not cost you an attempt.")
 
 
 def _same_origin(request):

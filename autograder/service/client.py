@@ -71,15 +71,15 @@ def wait(base, submission, token, poll=1.0, timeout=1800):
     deadline = time.monotonic() + timeout
     while True:
         _, answer = _request(url, token)
-        if answer["status"] in ("graded", "error") or time.monotonic() > deadline:
+        if answer["status"] in ("graded", "error", "replaced") or time.monotonic() > deadline:
             return answer
         time.sleep(poll)
 
 
 def describe(answer):
     """The answer in words, as a student reads it."""
-    lines = []
-    if answer["status"] == "error":
+    lines = [answer["note"]] if answer.get("note") else []
+    if answer["status"] in ("error", "replaced"):
         return answer.get("detail") or "The grader could not grade this notebook; your TA has been told."
     if answer["status"] != "graded":
         return f"Not graded yet (status: {answer['status']}). See {answer.get('feedback_url')}"

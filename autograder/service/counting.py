@@ -17,6 +17,7 @@ a busy gradebook is waited for in its own thread, never by a student. So `autogr
 ASSIGNMENT service/counted/`, `export`, `similarity` and regrades (service/regrade.py) all
 work on what counts, unchanged.
 """
+import dataclasses
 import logging
 import shutil
 import threading
@@ -110,8 +111,9 @@ class AssignmentRecord:
         root = self.counted_root / self.assignment.name / row.student_id / self.assignment.name
         root.mkdir(parents=True, exist_ok=True)
         target = root / f"{self.assignment.name}.ipynb"
-        shutil.copyfile(row.path, target.with_suffix(".partial"))
-        target.with_suffix(".partial").replace(target)
+        if Path(row.path).exists() or not target.exists():
+            shutil.copyfile(row.path, target.with_suffix(".partial"))
+            target.with_suffix(".partial").replace(target)
         write_atomically(root / "timestamp.txt", row.received_at)
         return target
 
@@ -192,6 +194,12 @@ class Counting:
         chosen = record.choose(rows, results)
         if chosen is None or chosen.counted:
             return None
+        if not Path(chosen.path).exists() and chosen.id != row.id:  # pruned (service/prune.py)
+            if chosen.answers_key and chosen.answers_key == key:
+                chosen = dataclasses.replace(chosen, path=row.path)  # the same answers, uploaded again just now
+            else:
+                record.tell([(row.student_id, f"the upload of the attempt that counts ({chosen.id}) was pruned;"
+                                              " its counted copy is the older one")])
         counted = record.counted_result(chosen, results[chosen.id])
         record.record(counted, notebook if chosen.id == row.id else None)
         return chosen.id

@@ -105,12 +105,15 @@ class Lane:
 
     def take(self, row, prepared=None):
         """Grade the submission `row` (its notebook read already, as `prepared`, or not): answers graded
-        before get their result at once, the others wait in the queue."""
+        before get their result at once, the others wait in the queue, in the place of whatever
+        their student still had waiting there (marked replaced: never graded, no attempt spent)."""
         done = self._answered_at_once(row, prepared) if prepared is not None else None
         if done is not None:
             self.service.recorder.put(done)
-        else:
-            self.queue.put(row.student_id, (row.id, prepared))
+            return
+        replaced = self.queue.put(row.student_id, (row.id, prepared), replace=True)
+        if replaced:
+            self.service.store.replace([item[0] for item in replaced], row.id)
 
     def put(self, submission_id):
         """Grade the submission `submission_id` (acknowledged before, or to try again) in its student's turn."""

@@ -3,7 +3,9 @@
 Each student's own are taken in the order they came, and the students take turns: one of each
 student's, then the next. A student who hands in 60 notebooks delays another student's by at
 most one of theirs per turn, where one queue in arrival order made everyone wait for all 60
-(PrairieLearn's grader queue is per user for the same reason).
+(PrairieLearn's grader queue is per user for the same reason). A new upload replaces what its
+student still has waiting (`put(..., replace=True)`), in the same place: each student has at
+most one notebook waiting, and the one graded is the newest.
 """
 import threading
 from collections import deque
@@ -16,14 +18,19 @@ class FairQueue:
         self.turns = deque()  # the students with something waiting, the next to be served first
         self.closed = False
 
-    def put(self, student, item):
-        """`item` = (submission id, anything) waits for its student's turn."""
+    def put(self, student, item, replace=False):
+        """`item` = (submission id, anything) waits for its student's turn. With `replace`, it
+        takes the place of whatever that student has waiting; returns the items it replaced."""
         with self.changed:
             if student not in self.waiting:
                 self.waiting[student] = deque()
                 self.turns.append(student)
+            replaced = list(self.waiting[student]) if replace else []
+            if replace:
+                self.waiting[student].clear()
             self.waiting[student].append(item)
             self.changed.notify()
+            return replaced
 
     def get(self):
         """The next item in turn, waiting for one; None once closed and nothing is left to take."""

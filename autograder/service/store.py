@@ -49,6 +49,7 @@ CREATE INDEX IF NOT EXISTS by_student ON submissions (assignment, student_id);
 CREATE INDEX IF NOT EXISTS by_status ON submissions (status);
 """
 QUEUED, RUNNING, GRADED, ERROR = "queued", "running", "graded", "error"
+REPLACED = "replaced"  # a newer upload took its place in the queue before it was graded (detail: the newer's id)
 STUDENT, TA = "student", "ta"
 
 
@@ -203,6 +204,18 @@ class Store:
             if counted_id is not None:
                 db.execute("UPDATE submissions SET counted = (id = ?) WHERE assignment = ? AND student_id = ?",
                            (counted_id, row.assignment, row.student_id))
+
+    def replace(self, submission_ids, by_id):
+        """The still-waiting `submission_ids` were replaced by the upload `by_id`: never graded,
+        and no attempt spent on them."""
+        with self.write() as db:
+            db.executemany("UPDATE submissions SET status = ?, attempt = 0, detail = ? WHERE id = ? AND status = ?",
+                           [(REPLACED, by_id, old, QUEUED) for old in submission_ids])
+
+    def replaced_by(self, submission_id):
+        """The ids of the uploads `submission_id` replaced, oldest first."""
+        return [row["id"] for row in self.read("SELECT id FROM submissions WHERE status = ? AND detail = ? ORDER BY seq",
+                                               REPLACED, submission_id)]
 
     def set_status(self, submission_id, status, **fields):
         columns = {"status": status, **fields}
