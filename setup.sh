@@ -4,7 +4,8 @@ set -euo pipefail
 cd "$(dirname "$0")"
 # System packages: bubblewrap sandboxes student code, and the grader refuses to run
 # student code without it, so setup fails without it. chromium and its driver only
-# run the browser tests (skipped, with a reason, without them).
+# run the browser tests (skipped, with a reason, without them); nginx only runs the
+# reverse-proxy tests (deploy/nginx/: the service behind the proxy it ships for).
 if [ "$(id -u)" = 0 ]; then sudo=(); elif command -v sudo >/dev/null; then sudo=(sudo); else sudo=(); fi
 apt_install() {
     [ "$(id -u)" = 0 ] || [ ${#sudo[@]} -gt 0 ] || { echo "not root and no sudo" >&2; return 1; }
@@ -24,8 +25,9 @@ fi
 browser=()
 command -v chromium >/dev/null || browser+=(chromium)
 command -v chromedriver >/dev/null || browser+=(chromium-driver)
+command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || browser+=(nginx)  # (not a browser: one apt call for both)
 if [ ${#browser[@]} -gt 0 ]; then
-    apt_install "${browser[@]}" >/dev/null 2>&1 || echo "setup.sh: could not install ${browser[*]}; the browser tests will be skipped" >&2
+    apt_install "${browser[@]}" >/dev/null 2>&1 || echo "setup.sh: could not install ${browser[*]}; the tests that need them are skipped (the reverse-proxy tests fail under CI without nginx)" >&2
 fi
 # torch first and pinned: the CPU wheel; anything unpinned would pull CUDA packages.
 python -m pip install --quiet --disable-pip-version-check "torch==2.13.0" numpy

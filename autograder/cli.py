@@ -502,6 +502,7 @@ def cmd_serve(args):
         return 2
     import uvicorn
 
+    from autograder.service import limits
     from autograder.grading.sandbox import require_sandbox
     from autograder.outputs.lms import RosterError, read_roster
     from autograder.service.app import make_app
@@ -529,16 +530,23 @@ def cmd_serve(args):
         isolation = require_sandbox(args.unsafe_no_sandbox)
     service = Service(course, chosen, jobs=args.jobs or os.cpu_count() or 1, roster=roster, isolation=isolation,
                       cluster=cluster).start()
-    base = f"http://{args.host}:{args.port}"
+    base = f"http://{args.host}:{args.port}" if not args.uds else f"http://unix:{args.uds}:"
     console.print(f"Grading {', '.join(a.name for a in chosen)} on submit at {base} (course {course.root});"
                   " Ctrl-C stops it, and whatever is queued is graded when it starts again.", highlight=False)
     if args.demo:
         for student, token in links:
             console.print(f"  {student}: {base}/login/{token}", highlight=False)
+    before, after = limits.raise_descriptor_limit()
+    if after < 4096:
+        console.print(f"Note: this process may open {after} files (raised from {before}); each connection takes one."
+                      " Run it behind nginx (deploy/nginx/, docs/service.md) or raise LimitNOFILE.", style="yellow",
+                      highlight=False)
+    where = {"uds": args.uds} if args.uds else {"host": args.host, "port": args.port}
     try:
-        uvicorn.run(make_app(service, secure_cookies=args.secure_cookies), host=args.host, port=args.port,
-                    log_level="warning", proxy_headers=bool(args.forwarded_allow_ips),
-                    forwarded_allow_ips=args.forwarded_allow_ips or None)
+        uvicorn.run(make_app(service, secure_cookies=args.secure_cookies), **where, log_level="warning",
+                    proxy_headers=bool(args.forwarded_allow_ips), forwarded_allow_ips=args.forwarded_allow_ips or None,
+                    limit_concurrency=args.limit_concurrency, timeout_keep_alive=limits.KEEP_ALIVE,
+                    log_config=limits.log_config())
     finally:
         service.close()
     return 0
@@ -881,6 +889,11 @@ def _service_commands(sub):
     p.add_argument("--host", default="127.0.0.1", help="the address to listen on (default 127.0.0.1: put a TLS"
                                                        " reverse proxy in front for students, see docs/service.md)")
     p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--uds", metavar="SOCKET", help="listen on this unix socket instead of --host/--port: only the"
+                                                  " reverse proxy (and this machine's processes that may open the"
+                                                  " file) reach the service (deploy/nginx/site.conf)")
+    p.add_argument("--limit-concurrency", type=int, default=500, metavar="N",
+                   help="connections or requests at once before the service answers 503 (default 500)")
     p.add_argument("--jobs", type=int, default=0, help="warm grading workers (default: number of cores)")
     p.add_argument("--roster", metavar="FILE", help="roster CSV: extensions for the late policy")
     p.add_argument("--secure-cookies", action="store_true", help="mark the sign-in cookie Secure (behind HTTPS)")

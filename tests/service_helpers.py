@@ -51,14 +51,16 @@ def issue_tokens(course, assignment, students, tas=("tim",)):
         return {row["student_id"]: row["token"] for row in csv.DictReader(handle)}
 
 
-def serve(course, assignment, jobs=2, port=None, extra=(), timeout=120):
-    """Start `autograder serve` for `assignment` and wait until it answers (bounded in time)."""
+def serve(course, assignment, jobs=2, port=None, extra=(), timeout=120, uds=None, base=None):
+    """Start `autograder serve` for `assignment` and wait until it answers (bounded in time).
+    `uds`: on that unix socket instead of a port, reached at `base` (a proxy in front of it)."""
     port = port or free_port()
     log = course / f"serve-{port}.log"
+    where = ["--uds", str(uds)] if uds else ["--port", str(port)]
     process = subprocess.Popen([sys.executable, "-m", "autograder.cli", "serve", assignment, "--course", str(course),
-                                "--port", str(port), "--jobs", str(jobs), *map(str, extra)],
+                                *where, "--jobs", str(jobs), *map(str, extra)],
                                stdout=open(log, "w"), stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
+    base = base or f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + timeout
     while True:
         try:

@@ -359,3 +359,39 @@ def test_prune_without_a_service_says_so(tmp_path):
     course = new_course(tmp_path)
     done = cli("prune", "causal_attention", "--course", course)
     assert done.returncode == 2 and "no service has run" in done.stdout + done.stderr, done.stdout + done.stderr
+
+
+def test_the_service_log_writes_a_repeated_message_a_few_times_a_minute_then_counts_it():
+    """A loop of the same error (an accept() failing for want of descriptors, 204,704 times in
+    80 s) is written 5 times a minute, then once with how many were held back."""
+    import logging
+
+    from autograder.service.limits import RepeatFilter
+
+    now = [0.0]
+    repeat = RepeatFilter(per_minute=5, clock=lambda: now[0])
+
+    def record(message):
+        return logging.LogRecord("asyncio", logging.ERROR, __file__, 1, message, (), None)
+
+    written = [repeat.filter(record("socket.accept() out of system resource")) for _ in range(1000)]
+    assert written.count(True) == 5
+    assert repeat.filter(record("another message"))  # others are not held back
+    now[0] = 61.0
+    later = record("socket.accept() out of system resource")
+    assert repeat.filter(later) and "995 more times" in later.getMessage()
+
+
+def test_serve_raises_its_descriptor_limit_to_the_hard_limit():
+    import resource
+
+    from autograder.service.limits import raise_descriptor_limit
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(1024, hard), hard))
+        before, after = raise_descriptor_limit()
+        assert before == min(1024, hard) and after == resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        assert after == (hard if hard != resource.RLIM_INFINITY else max(before, 65536))
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
