@@ -578,19 +578,22 @@ def _demo_service_course(course, args):
 
 
 def cmd_tokens(args):
-    """Issue, list and revoke the tokens students (and TAs) use with `autograder serve`."""
+    """Issue, list and revoke the tokens students (and TAs) use with `autograder serve`: for one
+    assignment, or without one, a single token per student for every assignment of the course."""
     import csv
     import io
 
     from autograder.outputs.lms import RosterError, read_roster
-    from autograder.service.store import TA, Store
+    from autograder.service.store import COURSE, TA, Store
 
-    assignment = _assignment(args)
-    store = Store(assignment.course.root / "service" / "service.db")
+    course = _course(args)
+    name = course.assignment(args.assignment).name if args.assignment else COURSE
+    where = name if args.assignment else "the course (every assignment)"
+    store = Store(course.root / "service" / "service.db")
     for student in args.revoke or []:
-        count = store.revoke(assignment.name, student)
+        count = store.revoke(name, student)
         console.print(f"{shown(student)}: {count} token(s) revoked" if count else
-                      f"[yellow]{shown(student)} has no token for {assignment.name}[/yellow]", highlight=False)
+                      f"[yellow]{shown(student)} has no token for {where}[/yellow]", highlight=False)
     students = []
     if args.roster:
         try:
@@ -598,15 +601,15 @@ def cmd_tokens(args):
         except RosterError as error:
             console.print(f"[red]autograder tokens: {shown(error, None)}[/red]", highlight=False)
             return 2
-    active = {row["student_id"] for row in store.active_tokens(assignment.name)}
+    active = {row["student_id"] for row in store.active_tokens(name) if row["assignment"] == name}
     issued, kept = [], []
     for student, role in [*((s, "student") for s in students), *((t, TA) for t in args.ta or [])]:
         if student in active and not args.new:
             kept.append(student)
             continue
         if args.new:
-            store.revoke(assignment.name, student)
-        issued.append((student, store.issue(student, assignment.name, role)))
+            store.revoke(name, student)
+        issued.append((student, store.issue(student, name, role)))
     if issued:
         if not args.out:
             raise CourseError("give --out FILE: the new tokens are written there (and shown nowhere else)")
@@ -617,14 +620,15 @@ def cmd_tokens(args):
         for student, token in issued:
             writer.writerow([student, token, f"{base}/login/{token}"])
         out = write_atomically(Path(args.out), handle.getvalue(), mode=0o600)  # never readable by others
-        console.print(f"wrote {len(issued)} new tokens to {out} (readable by you alone: each is a student's"
-                      " password, send each only to its student)", highlight=False)
+        console.print(f"wrote {len(issued)} new tokens for {where} to {out} (readable by you alone: each is a"
+                      " student's password, send each only to its student)", highlight=False)
     if kept:
         console.print(f"{len(kept)} already had a token (kept; --new replaces them): {shown(', '.join(kept), 600)}",
                       highlight=False)
     if args.list:
-        for row in store.active_tokens(assignment.name):
-            console.print(f"  {shown(row['student_id'])} ({row['role']}), issued {row['created_at'][:16]}",
+        for row in store.active_tokens(name):
+            scope = "every assignment" if row["assignment"] == COURSE else row["assignment"]
+            console.print(f"  {shown(row['student_id'])} ({row['role']}, {scope}), issued {row['created_at'][:16]}",
                           highlight=False)
     return 0
 
@@ -910,7 +914,8 @@ def _service_commands(sub):
     _add_unsafe_flag(p)
     p.set_defaults(func=cmd_serve)
     p = sub.add_parser("tokens", help="issue, list or revoke the tokens students hand in with (autograder serve)")
-    p.add_argument("assignment")
+    p.add_argument("assignment", nargs="?", help="tokens for this assignment only (default: one token per student"
+                                                 " for every assignment of the course, each with its own rules)")
     p.add_argument("--roster", metavar="FILE", help="a token for each student_id on it that has none yet")
     p.add_argument("--ta", nargs="+", metavar="NAME", help="a TA token (sees every student, can regrade)")
     p.add_argument("--out", metavar="FILE", help="CSV of the new tokens: student_id,token,link (mode 600)")

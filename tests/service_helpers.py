@@ -57,7 +57,8 @@ def serve(course, assignment, jobs=2, port=None, extra=(), timeout=120, uds=None
     port = port or free_port()
     log = course / f"serve-{port}.log"
     where = ["--uds", str(uds)] if uds else ["--port", str(port)]
-    process = subprocess.Popen([sys.executable, "-m", "autograder.cli", "serve", assignment, "--course", str(course),
+    process = subprocess.Popen([sys.executable, "-m", "autograder.cli", "serve", *([assignment] if assignment else []),
+                                "--course", str(course),
                                 *where, "--jobs", str(jobs), *map(str, extra)],
                                stdout=open(log, "w"), stderr=subprocess.STDOUT)
     base = base or f"http://127.0.0.1:{port}"

@@ -537,6 +537,50 @@ def test_a_gradebook_locked_mid_rush_costs_no_grade_and_is_complete_once_free(tm
     assert not (course / "graded" / ASSIGNMENT / "history").exists()  # each recorded once
 
 
+@pytest.mark.slow
+def test_one_token_per_student_opens_every_assignment_each_with_its_own_rules(tmp_path, notebooks):
+    """Issue 45: `autograder tokens` without an assignment gives each student one link for the
+    course. It lists both assignments, hands in to each, and each keeps its own attempt limit;
+    revoking it closes both; a per-assignment token still opens its own alone."""
+    import csv
+
+    course = make_gradebook(new_course(tmp_path))
+    other = "self_attention"
+    for name, extra in ((ASSIGNMENT, "attempts = 5\n"), (other, "attempts = 1\n")):
+        settings = course / "exercises" / name / "assignment.toml"
+        settings.write_text(settings.read_text() + f"\n[service]\nrequests_per_minute = 1200\n{extra}")
+    roster = tmp_path / "roster.csv"
+    roster.write_text("student_id\nada\nben\n")
+    done = cli("tokens", "--course", course, "--roster", roster, "--out", tmp_path / "t.csv", "--url", "http://x")
+    assert done.returncode == 0 and "every assignment" in done.stdout, done.stdout + done.stderr
+    with open(tmp_path / "t.csv", newline="") as handle:
+        tokens = {row["student_id"]: row["token"] for row in csv.DictReader(handle)}
+    only_one = issue_tokens(course, other, ["cy"], tas=())
+    listed = cli("tokens", "--course", course, "--list")
+    assert "ada (student, every assignment)" in " ".join(listed.stdout.split()), listed.stdout
+    served = serve(course, None, jobs=2)  # every assignment of the course
+    served.tokens = {**tokens, **only_one}
+    base = served.base
+    try:
+        status, _, headers = request(f"{base}/login/{tokens['ada']}")
+        cookie = headers["set-cookie"].split(";")[0]
+        assert status == 303 and headers["location"] == "/"
+        home = request(f"{base}/", cookie=cookie)[1]
+        assert f'href="/assignments/{ASSIGNMENT}"' in home and f'href="/assignments/{other}"' in home
+        theirs = (course / "release" / other / f"{other}.ipynb").read_bytes()
+        for name, notebook in ((ASSIGNMENT, notebooks["ada"]), (other, theirs)):
+            status, answer = submit(served, "ada", notebook, assignment=name)
+            assert status == 202, answer
+        status, answer = submit(served, "ada", theirs, assignment=other)
+        assert status == 429 and "your one attempt" in answer["error"], answer  # self_attention's own limit
+        assert submit(served, "ada", notebooks["ben"], assignment=ASSIGNMENT)[0] == 202  # causal_attention's
+        assert submit(served, "cy", notebooks["ada"], assignment=ASSIGNMENT)[0] == 404  # a token for one only
+        assert cli("tokens", "--course", course, "--revoke", "ada").returncode == 0
+        assert submit(served, "ada", notebooks["ada"], assignment=ASSIGNMENT)[0] == 401
+    finally:
+        served.stop()
+
+
 # -- as people use it ----------------------------------------------------------------------------
 def test_a_student_hands_in_through_the_page_in_chromium_and_reads_the_feedback(served, tmp_path, notebooks):
     from selenium.webdriver.common.by import By

@@ -92,8 +92,9 @@ class Web:
                 return None, JSONResponse({"error": "Give your token: Authorization: Bearer <token>."}, 401,
                                           headers={"WWW-Authenticate": "Bearer"})
             return None, RedirectResponse("/", 303)
-        assignment = self.assignments.get(who.assignment)
-        per_minute = assignment.config.service.requests_per_minute if assignment else 60
+        # a course-wide token: the most any of its assignments allows (each keeps its other rules)
+        rates = [a.config.service.requests_per_minute for name, a in self.assignments.items() if who.may(name)]
+        per_minute = max(rates) if rates else 60
         allowed, wait = self.rates.allow(f"token:{who.token_id}", per_minute)
         if not allowed:
             return None, self._limited(request, wait, api)
@@ -111,11 +112,11 @@ class Web:
 
     def _assignment(self, who, name):
         """The assignment `name` if `who` may use it, else None (the same answer for every other name)."""
-        return self.assignments.get(name) if who.assignment == name else None
+        return self.assignments.get(name) if isinstance(name, str) and who.may(name) else None
 
     def _own(self, who, submission_id):
         row = self.service.store.get(submission_id) if isinstance(submission_id, str) else None
-        if row is None or row.assignment != who.assignment or (who.role != TA and row.student_id != who.student_id):
+        if row is None or not who.may(row.assignment) or (who.role != TA and row.student_id != who.student_id):
             return None
         return row
 
@@ -256,9 +257,10 @@ class Web:
         who, refusal = await self.who(request)
         if refusal is not None:
             return refusal
-        if self._assignment(who, request.path_params["assignment"]) is None:
+        assignment = self._assignment(who, request.path_params["assignment"])
+        if assignment is None:
             return JSONResponse({"error": "No such assignment for your token."}, 404)
-        rows = await run_in_threadpool(self.service.store.of_student, who.assignment, who.student_id)
+        rows = await run_in_threadpool(self.service.store.of_student, assignment.name, who.student_id)
         return JSONResponse([self.submission_json(request, row) for row in rows])
 
     async def openapi(self, request):
@@ -271,8 +273,17 @@ class Web:
     async def home(self, request):
         who = await run_in_threadpool(self._who, request, False)
         if who is not None:
-            return RedirectResponse(f"/{'ta' if who.role == TA else 'assignments'}/{who.assignment}", 303)
+            return self._landing(who)
         return self.page("home.html.j2", title="Hand in your notebook")
+
+    def _landing(self, who):
+        """Where a signed-in token goes: its assignment's page, or with a course-wide token for
+        several assignments, the list of them."""
+        mine = [a for name, a in self.assignments.items() if who.may(name)]
+        kind = "ta" if who.role == TA else "assignments"
+        if len(mine) == 1:
+            return RedirectResponse(f"/{kind}/{mine[0].name}", 303)
+        return self.page("home.html.j2", title="Your assignments", mine=mine, kind=kind, student=who.student_id)
 
     async def login(self, request):
         if request.method == "POST":
@@ -289,7 +300,8 @@ class Web:
                 return self._limited(request, wait, api=False)
             return self.page("home.html.j2", 401, title="Hand in your notebook",
                              error="That token is not valid (or no longer). Ask your TA for your personal link.")
-        target = f"/{'ta' if who.role == TA else 'assignments'}/{who.assignment}"
+        mine = [name for name in self.assignments if who.may(name)]
+        target = f"/{'ta' if who.role == TA else 'assignments'}/{mine[0]}" if len(mine) == 1 else "/"
         response = RedirectResponse(target, 303)  # the token leaves the address bar at once
         response.set_cookie(COOKIE, token, httponly=True, samesite="strict", secure=self.secure,
                             max_age=180 * 24 * 3600)

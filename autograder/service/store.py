@@ -49,6 +49,7 @@ CREATE INDEX IF NOT EXISTS by_student ON submissions (assignment, student_id);
 CREATE INDEX IF NOT EXISTS by_status ON submissions (status);
 """
 QUEUED, RUNNING, GRADED, ERROR = "queued", "running", "graded", "error"
+COURSE = "*"  # a token's assignment when it is for every assignment the service grades
 REPLACED = "replaced"  # a newer upload took its place in the queue before it was graded (detail: the newer's id)
 STUDENT, TA = "student", "ta"
 
@@ -63,12 +64,16 @@ def stamp(moment=None):
 
 @dataclass(frozen=True)
 class Who:
-    """The holder of a token: a student (or a TA) of one assignment."""
+    """The holder of a token: a student (or a TA) of one assignment, or of every assignment of
+    the course (`assignment` is COURSE) with each assignment's own rules."""
 
     student_id: str
     role: str
     assignment: str
     token_id: str
+
+    def may(self, assignment):
+        return self.assignment in (assignment, COURSE)
 
 
 @dataclass
@@ -136,11 +141,13 @@ class Store:
         return f"{token_id}.{secret}"
 
     def active_tokens(self, assignment):
-        return self.read("SELECT id, student_id, role, created_at FROM tokens WHERE assignment = ? AND revoked_at IS"
-                         " NULL ORDER BY student_id", assignment)
+        """The active tokens that open `assignment`: its own and the course's (COURSE: the course's alone)."""
+        return self.read("SELECT id, student_id, role, assignment, created_at FROM tokens WHERE assignment IN (?, ?)"
+                         " AND revoked_at IS NULL ORDER BY student_id", assignment, COURSE)
 
     def revoke(self, assignment, student_id):
-        """Revoke every token of the student for the assignment; returns how many."""
+        """Revoke every token of the student for the assignment (COURSE: the course-wide ones);
+        returns how many."""
         with self.write() as db:
             cursor = db.execute("UPDATE tokens SET revoked_at = ? WHERE assignment = ? AND student_id = ? AND"
                                 " revoked_at IS NULL", (stamp(), assignment, student_id))

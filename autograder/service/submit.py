@@ -55,7 +55,8 @@ def check_attempts(service, who, assignment, now):
     counted = next((row.id for row in rows if row.counted), None)
     shown = (" The attempt that counts so far is shown below." if counted else
              " None of them is graded yet: your page lists them.")
-    raise Refused(429, f"You have used your {config.attempts} attempts of the last {config.attempt_window_hours:g}"
+    attempts = "your one attempt" if config.attempts == 1 else f"your {config.attempts} attempts"
+    raise Refused(429, f"You have used {attempts} of the last {config.attempt_window_hours:g}"
                        f" hours; your next one is possible from {when(again)}.{shown}",
                   {"counted": counted, "retry_at": again.isoformat()})
 
