@@ -165,7 +165,7 @@ def test_another_students_identical_answers_arrive_as_late_as_a_fresh_grading(se
     kept = [read_result(None, None, path) for path in GradedFolder(served.course / "graded" / ASSIGNMENT).answers
             .glob("*.json")]
     took = max(result.execution_time for result in kept if result.student_id == "cy")
-    assert took > 1.0  # a real grading's time, never a copy's 0
+    assert took > 0.3  # a real grading's time (about 1 s on 2 idle cores), never a copy's 0
     started = time.perf_counter()
     status, answer = submit(served, "fay", notebooks["cy"])
     done = wait_graded(served, "fay", answer["id"])
@@ -271,8 +271,10 @@ def test_the_wrong_assignment_and_a_stranger_get_nothing(served, notebooks):
 
 
 def test_attempts_run_out_and_the_refusal_says_when_and_what_counts(served, notebooks):
-    ids = [submit(served, "dee", notebooks["dee"])[1]["id"] for _ in range(4)]
-    wait_graded(served, "dee", ids[-1])
+    ids = []
+    for _ in range(4):  # each graded before the next (one still waiting would be replaced, costing nothing)
+        ids.append(submit(served, "dee", notebooks["dee"])[1]["id"])
+        wait_graded(served, "dee", ids[-1])
     status, answer = submit(served, "dee", notebooks["dee"])
     assert status == 429 and "used your 4 attempts of the last 24 hours" in answer["error"]
     assert answer["retry_at"] and answer["counted"]["id"] in ids  # answered with the result that counts
@@ -411,6 +413,8 @@ def test_a_newer_upload_replaces_the_one_still_waiting_and_the_student_is_told(s
     first, second, third = (request(f"{served.base}/api/submissions/{i}", served.tokens["ned"])[1]
                             for i in ids)
     assert second["status"] == "replaced" and second["replaced_by"] == ids[2] and not second["attempt_counts"]
+    uploads = served.course / "service" / "uploads" / ASSIGNMENT
+    assert not (uploads / f"{ids[1]}.ipynb").exists() and (uploads / f"{ids[2]}.ipynb").exists()  # disk stays bounded
     assert "did not cost you an attempt" in second["detail"]
     assert third["replaced"] == [ids[1]] and "took the place of your earlier upload" in third["note"]
     assert first["status"] in ("queued", "running", "graded")  # taken before: graded as it is
@@ -494,7 +498,7 @@ def test_kill_9_mid_queue_then_a_restart_grades_every_acknowledged_submission_on
 
 @pytest.mark.slow
 def test_a_gradebook_locked_mid_rush_costs_no_grade_and_is_complete_once_free(tmp_path, notebooks):
-    """Issue 45: with nbgrader's gradebook locked by another process for 25 s (longer than
+    """Issue 45: with nbgrader's gradebook locked by another process for 30 s (longer than
     SQLite's own 5 s wait) while a class hands in, every acknowledged attempt is graded once
     (none an error, no result recorded twice), and once the lock ends the gradebook holds
     every student's score, as graded/ says."""
@@ -512,7 +516,7 @@ def test_a_gradebook_locked_mid_rush_costs_no_grade_and_is_complete_once_free(tm
     try:
         first = submit(service, "ada", files["ada"])[1]["id"]
         wait_graded(service, "ada", first)  # the workers are warm: the rest is graded under the lock
-        holder = hold_lock(course / "gradebook.db", 25)
+        holder = hold_lock(course / "gradebook.db", 30)
         ids = {"ada": first}
         for student in students[1:]:
             status, answer = submit(service, student, files[student])

@@ -295,7 +295,10 @@ def test_students_take_turns_in_the_queue_and_each_knows_its_place():
     places = {item: waiting.ahead(item) for item in ("f0", "f1", "f2", "a0", "b0", "a1", "f59")}
     assert places == {"f0": 0, "a0": 1, "b0": 2, "f1": 3, "a1": 4, "f2": 5, "f59": 62}
     assert waiting.ahead("nobody") is None and len(waiting) == 63
-    taken = [waiting.get()[0] for _ in range(63)]
+    taken = []
+    for _ in range(63):
+        taken.append(waiting.get()[0])
+        waiting.done(taken[-1])
     assert taken[:6] == ["f0", "a0", "b0", "f1", "a1", "f2"] and taken[6:] == [f"f{n}" for n in range(3, 60)]
     assert all(taken.index(item) == place for item, place in places.items())
     waiting.put("cy", ("c0", None))
@@ -321,6 +324,33 @@ def test_a_new_upload_replaces_what_its_student_has_waiting_in_the_same_place():
     assert waiting.ahead("a2") == 0 and waiting.ahead("a0") is None and len(waiting) == 2
     assert waiting.put("cy", ("c0", None), replace=True) == []
     assert [waiting.get()[0] for _ in range(3)] == ["a2", "b0", "c0"]
+
+
+def test_a_student_with_a_notebook_being_graded_is_passed_over_until_it_is_done():
+    """At most one running notebook per student: while ada's is graded, ben's goes first, and
+    ada keeps her place for when hers is done."""
+    import threading
+
+    from autograder.service.fairqueue import FairQueue
+
+    waiting = FairQueue()
+    waiting.put("ada", ("a0", None))
+    waiting.put("ada", ("a1", None))  # (after a restart a student may have two waiting)
+    waiting.put("ben", ("b0", None))
+    assert waiting.get()[0] == "a0"
+    assert waiting.get()[0] == "b0"  # ada's a1 waits: a0 is still being graded
+    got = []
+    taker = threading.Thread(target=lambda: got.append(waiting.get()))
+    taker.start()
+    taker.join(0.3)
+    assert got == [] and taker.is_alive()  # nothing may be taken yet
+    waiting.done("a0")
+    taker.join(5)
+    assert got == [("a1", None)]
+    waiting.done("a1")
+    waiting.done("b0")
+    waiting.close()
+    assert waiting.get() is None
 
 
 def test_prune_deletes_only_the_uploads_no_attempt_needs(tmp_path):

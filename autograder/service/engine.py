@@ -29,7 +29,7 @@ from autograder.record import read_result, write_result
 from autograder.runs.recording import graded_folder, read_release, read_source
 from autograder.runs.identical import IdenticalAnswers
 from autograder.service.fairqueue import FairQueue
-from autograder.service.store import ERROR, GRADED, QUEUED, RUNNING, stamp
+from autograder.service.store import ERROR, GRADED, QUEUED, REPLACED, RUNNING, stamp
 
 MAX_TRIES = 3
 
@@ -111,9 +111,12 @@ class Lane:
         if done is not None:
             self.service.recorder.put(done)
             return
-        replaced = self.queue.put(row.student_id, (row.id, prepared), replace=True)
+        replaced = [item[0] for item in self.queue.put(row.student_id, (row.id, prepared), replace=True)]
         if replaced:
-            self.service.store.replace([item[0] for item in replaced], row.id)
+            self.service.store.replace(replaced, row.id)
+            for old in map(self.service.store.get, replaced):  # never graded, never counting: its upload
+                if old is not None and old.status == REPLACED:  # is needed by nothing (the disk stays bounded)
+                    Path(old.path).unlink(missing_ok=True)
 
     def put(self, submission_id):
         """Grade the submission `submission_id` (acknowledged before, or to try again) in its student's turn."""
@@ -150,10 +153,13 @@ class Lane:
         have ended: that grading's time from now (a worker was free just now). The checks changed
         meanwhile (a regrade): it goes back in the queue instead."""
         def answer():
-            if prepared.by is self.identical:
-                self.service.recorder.put(self._from(cached, row, prepared))
-            else:
-                self.put(row.id)
+            try:
+                if prepared.by is self.identical:
+                    self.service.recorder.put(self._from(cached, row, prepared))
+                else:
+                    self.put(row.id)
+            finally:
+                self.queue.done(row.id)
 
         self.service.store.set_status(row.id, RUNNING)
         timer = threading.Timer(max(cached.execution_time, 0.0), answer)
@@ -166,12 +172,17 @@ class Lane:
             if item is None:
                 return
             self.running.wait()
+            later = False
             try:
-                self._dispatch(*item)
+                later = self._dispatch(*item)
             except Exception:  # noqa: BLE001 (one submission's trouble must not stop the lane)
                 self.service.recorder.failed(item[0], traceback.format_exc(limit=3))
+            if not later:  # else the grading's callback or the timed answer says it is done
+                self.queue.done(item[0])
 
     def _dispatch(self, submission_id, prepared):
+        """Start grading one submission; True when what was started ends later (a worker's
+        grading, or an answer timed as one), and says then that it is done."""
         store = self.service.store
         row = store.get(submission_id)
         if row is None or row.status not in (QUEUED, RUNNING):
@@ -203,10 +214,15 @@ class Lane:
         if elsewhere is not None:
             self.slots.release()  # nothing runs: the slot only times the answer as a fresh grading's
             self._answer_later(elsewhere, row, prepared)
-            return
+            return True
         store.set_status(row.id, RUNNING)
-        future = self.pool.submit(submission)
+        try:
+            future = self.pool.submit(submission)
+        except BaseException:
+            self.slots.release()
+            raise
         future.add_done_callback(lambda f: self._graded(row.id, key or "", f))
+        return True
 
     def _graded(self, submission_id, key, future):
         self.slots.release()
@@ -215,6 +231,8 @@ class Lane:
         except REFUSALS as refusal:  # the machine may no longer grade: every submission waits
             self.service.recorder.failed(submission_id, f"grading refused: {refusal}", retry=False)
             return
+        finally:
+            self.queue.done(submission_id)
         notebook, result.graded_notebook = result.graded_notebook, None
         self.service.recorder.put(Done(submission_id, result, notebook, key))
 

@@ -5,7 +5,9 @@ student's, then the next. A student who hands in 60 notebooks delays another stu
 most one of theirs per turn, where one queue in arrival order made everyone wait for all 60
 (PrairieLearn's grader queue is per user for the same reason). A new upload replaces what its
 student still has waiting (`put(..., replace=True)`), in the same place: each student has at
-most one notebook waiting, and the one graded is the newest.
+most one notebook waiting, and the one graded is the newest. And at most one is graded at a
+time: a student whose notebook is being graded is passed over (keeping their place) until the
+lane says it is `done`, so one student never holds two workers while others wait.
 """
 import threading
 from collections import deque
@@ -16,6 +18,7 @@ class FairQueue:
         self.changed = threading.Condition()
         self.waiting = {}  # student -> deque of items, in the order they came
         self.turns = deque()  # the students with something waiting, the next to be served first
+        self.taken = {}  # submission id -> its student, for what was taken and is not done yet
         self.closed = False
 
     def put(self, student, item, replace=False):
@@ -33,20 +36,33 @@ class FairQueue:
             return replaced
 
     def get(self):
-        """The next item in turn, waiting for one; None once closed and nothing is left to take."""
+        """The next item in turn whose student has nothing being graded, waiting for one; None
+        once closed and nothing can be taken."""
         with self.changed:
-            while not self.turns and not self.closed:
+            while True:
+                busy = set(self.taken.values())
+                student = next((s for s in self.turns if s not in busy), None)
+                if student is not None:
+                    break
+                if self.closed:
+                    return None
                 self.changed.wait()
-            if not self.turns:
-                return None
-            student = self.turns.popleft()
+            self.turns.remove(student)
             items = self.waiting[student]
             item = items.popleft()
             if items:
                 self.turns.append(student)  # their next one waits for everyone else's turn
             else:
                 del self.waiting[student]
+            self.taken[item[0]] = student
             return item
+
+    def done(self, submission_id):
+        """The item of `submission_id`, taken by `get`, is graded (or will not be): its student's
+        next one may be taken."""
+        with self.changed:
+            if self.taken.pop(submission_id, None) is not None:
+                self.changed.notify_all()
 
     def close(self):
         with self.changed:
