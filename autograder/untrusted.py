@@ -15,6 +15,7 @@ imports and file names. Each place has its own hazards:
 """
 import hashlib
 import os
+import re
 import unicodedata
 
 # nbgrader's gradebook keeps a student id in a String(128) column; every file named
@@ -117,3 +118,18 @@ def listed(names, shown=5, each=80):
     names = list(names)
     more = len(names) - shown
     return ", ".join(visible(name, each) for name in names[:shown]) + (f" and {more} more" if more > 0 else "")
+
+
+# -- the ids of LMS students graded without a roster (runs/intake) and read from an LMS's own
+# roster files (outputs/lms.py), made the same way on both sides
+def moodle_student_id(name):
+    """A Moodle student's id from their full name: its words, "jane-doe"."""
+    text = unicodedata.normalize("NFKD", str(name)).casefold()
+    text = "".join(c for c in text if not unicodedata.combining(c))
+    return "-".join(re.findall(r"\w+", text)) or "student"
+
+
+def canvas_gradebook_id(name, user_id):
+    """A Canvas student's id from the gradebook's "Doe, Jane" and user id: the name as Canvas
+    writes it in its download's file names ("doejane") and the user id, as the intake reads them."""
+    return f"{re.sub(r'[^0-9a-z]', '', str(name).lower())}-{user_id}"

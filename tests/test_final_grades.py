@@ -87,6 +87,8 @@ def test_moodle_worksheet_by_participant_number():
     ben = make_result("ben", [("ex1", 10, 10.0), ("ex2", 16, 16.0)])  # not from Moodle: nothing to match by
     grades = grades_of([jane, ben], {s: {"q1": (1.0, None), "q2": (1.0, None)} for s in ("jane-doe", "ben")})
     export = lms.moodle([grades], key="participant")
-    assert list(csv.reader(io.StringIO(export.text))) == [["Identifier", "Full name", "Grade", "Maximum Grade"],
-                                                          ["Participant 101", "Jane Doe", "28", "30"]]
+    table = list(csv.reader(io.StringIO(export.text)))
+    assert table[0] == ["Identifier", "Full name", "Email address", "Grade", "Maximum Grade", "Last modified (grade)"]
+    assert table[1][:5] == ["Participant 101", "Jane Doe", "", "28", "30"] and table[1][5].endswith(" UTC")
+    assert len(table) == 2
     assert export.not_on_roster == ["ben"]

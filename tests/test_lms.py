@@ -66,7 +66,7 @@ def test_without_a_roster_student_ids_are_the_lms_ids():
 
 
 @pytest.mark.parametrize("text, words", [
-    ("name,email\nAda,a@x\n", "needs a student_id column"),
+    ("name,email\nAda,a@x\n", "a roster has a student_id column, or is Moodle.s grading worksheet"),
     ("student_id,email\ns1,a@x\ns1,b@x\n", "on the roster twice"),
     ("student_id,email\n,a@x\n", "line 2: no student_id"),
 ])
@@ -122,3 +122,64 @@ def test_a_student_id_or_name_is_never_a_formula_in_an_export(start):
     moodle = rows(lms.moodle(graded([make_result(evil, [("ex1", 17.8, 26.0)])])).text)
     assert moodle[1] == ["'" + evil, "17.8"]
     assert rows(lms.canvas(graded([make_result("plain", [("ex1", 1, 26.0)])], "=SUM(1)")).text)[0][5] == "'=SUM(1)"
+
+
+# Moodle's grading worksheet as its "Download grading worksheet" writes it (Moodle 4.x columns).
+MOODLE_WORKSHEET = """Identifier,"Full name","Email address",Status,Grade,"Maximum Grade","Grade can be changed","Last modified (submission)","Last modified (grade)","Feedback comments"
+"Participant 5130","Ada Lovelace",ada@uni.example,"Submitted for grading",,30.00,Yes,"Friday, 20 November 2026, 10:02 PM",-,
+"Participant 5131","Ben Babbage",ben@uni.example,"Submitted for grading",12.00,30.00,Yes,"Friday, 20 November 2026, 11:40 PM","Saturday, 21 November 2026, 9:15 AM",
+"Participant 5132","Jo Smith",jo1@uni.example,"No submission",,30.00,Yes,-,-,
+"Participant 5133","Jo Smith",jo2@uni.example,"No submission",,30.00,Yes,-,-,
+"""
+# Canvas's gradebook export as it comes: a Points Possible row, a test student.
+CANVAS_GRADEBOOK = """Student,ID,SIS User ID,SIS Login ID,Section,Causal attention (1234)
+    Points Possible,,,,,30.00
+"Lovelace, Ada",101,A001,ada,Mon,
+"Babbage, Ben",102,A002,ben,Tue,12.00
+"Student, Test",999,,,Mon,
+"""
+
+
+def test_moodles_own_worksheet_is_a_roster_and_the_worksheet_written_back_has_what_its_upload_reads(tmp_path):
+    """Issue 46 (part 3): Moodle's "Upload grading worksheet" refuses a file without Identifier,
+    Grade and Last modified (grade) (importgradeslib.php). Read as the roster, Moodle's own
+    worksheet names each student as a Moodle download without a roster does (name words), two
+    of one name apart; written back, each row keeps Moodle's own date, so Moodle's check that
+    no grade changed in Moodle meanwhile works as in its own round trip."""
+    path = tmp_path / "worksheet.csv"
+    path.write_text("\ufeff" + MOODLE_WORKSHEET)
+    roster = lms.read_roster(path)
+    assert sorted(roster) == ["ada-lovelace", "ben-babbage", "jo-smith-5132", "jo-smith-5133"]
+    assert roster["ben-babbage"]["moodle_participant"] == "5131" and roster["ada-lovelace"]["email"] == "ada@uni.example"
+    results = [make_result("ada-lovelace", [("ex1", 26.0, 30.0)], lms={"moodle_participant": "5130"}),
+               make_result("ben-babbage", [("ex1", 17.8, 30.0)])]
+    export = lms.moodle(graded(results, roster=roster, out_of=30.0), roster, key="participant")
+    table = rows(export.text)
+    assert table[0][:4] == ["Identifier", "Full name", "Email address", "Grade"]
+    assert {"Identifier", "Grade", "Last modified (grade)"} <= set(table[0])  # what Moodle's importer needs
+    by_id = {row[0]: dict(zip(table[0], row)) for row in table[1:]}
+    assert by_id["Participant 5131"]["Grade"] == "17.8"
+    assert by_id["Participant 5131"]["Last modified (grade)"] == "Saturday, 21 November 2026, 9:15 AM"
+    assert by_id["Participant 5130"]["Last modified (grade)"].endswith(" UTC")  # never graded in Moodle ("-")
+    assert by_id["Participant 5132"]["Grade"] == ""  # no result: left for a person
+    assert export.without_result == ["jo-smith-5132", "jo-smith-5133"]
+
+
+def test_canvas_gradebook_export_is_a_roster_as_it_comes(tmp_path):
+    path = tmp_path / "gradebook.csv"
+    path.write_text(CANVAS_GRADEBOOK)
+    roster = lms.read_roster(path)
+    assert sorted(roster) == ["babbageben-102", "lovelaceada-101", "studenttest-999"]  # no Points Possible row
+    assert roster["lovelaceada-101"] == {"student_id": "lovelaceada-101", "name": "Lovelace, Ada", "canvas_id": "101",
+                                         "sis_user_id": "A001", "sis_login_id": "ada", "section": "Mon"}
+    table = rows(lms.canvas(graded([make_result("lovelaceada-101", [("ex1", 26.0, 30.0)])], roster=roster,
+                                   out_of=30.0), roster).text)
+    assert ["Lovelace, Ada", "101", "A001", "ada", "Mon", "26"] in table
+
+
+def test_a_canvas_download_and_canvas_gradebook_name_a_student_alike():
+    """The id a Canvas download's file name gives ("lovelaceada_101_...") is the gradebook's."""
+    from autograder.runs.intake.identities import canvas_student_id
+    from autograder.untrusted import canvas_gradebook_id
+
+    assert canvas_student_id("lovelaceada", "101") == canvas_gradebook_id("Lovelace, Ada", "101")

@@ -22,15 +22,22 @@ name starting with = + - @ (a formula) gets a quote in front (see untrusted.py).
 """
 import csv
 import io
+import re
+from collections import defaultdict
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 
 from autograder.outputs import final
-from autograder.untrusted import for_spreadsheet, listed
+
+from autograder.untrusted import canvas_gradebook_id, for_spreadsheet, listed, moodle_student_id
 
 ROSTER_COLUMNS = ("student_id", "name", "canvas_id", "sis_user_id", "sis_login_id", "section", "email", "id_number",
                   "extension_hours", "moodle_participant")
 CANVAS_COLUMNS = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
 MOODLE_KEYS = {"email": "Email address", "id_number": "ID number"}
+# The grading worksheet's columns that Moodle's "Upload grading worksheet" reads: it refuses a
+# file without Identifier, Grade and this one (mod/assign/feedback/offline/importgradeslib.php).
+MOODLE_MODIFIED = "Last modified (grade)"
 
 
 class RosterError(ValueError):
@@ -48,23 +55,83 @@ class Export:
 
 
 def read_roster(path):
-    """{student id: row} from a roster CSV."""
+    """{student id: row} from a roster CSV: ours (a student_id column), Moodle's grading
+    worksheet as Moodle writes it, or Canvas's gradebook export as Canvas writes it."""
     try:
         with open(path, newline="", encoding="utf-8-sig") as handle:  # Excel writes a BOM
             reader = csv.DictReader(handle)
-            if "student_id" not in (reader.fieldnames or []):
-                raise RosterError(f"{path}: the roster needs a student_id column (found {reader.fieldnames})")
-            roster = {}
-            for line, row in enumerate(reader, start=2):
-                student = (row.get("student_id") or "").strip()
-                if not student:
-                    raise RosterError(f"{path}, line {line}: no student_id")
-                if student in roster:
-                    raise RosterError(f"{path}, line {line}: {student} is on the roster twice")
-                roster[student] = {k: (v or "").strip() for k, v in row.items() if k in ROSTER_COLUMNS}
-            return roster
+            columns = [name.strip() for name in reader.fieldnames or []]
+            reader.fieldnames = columns
+            if "student_id" in columns:
+                return _our_roster(path, reader)
+            if {"Identifier", "Grade"} <= set(columns):
+                return _moodle_worksheet_roster(path, reader)
+            if {"Student", "ID"} <= set(columns):
+                return _canvas_gradebook_roster(path, reader)
+            raise RosterError(f"{path}: a roster has a student_id column, or is Moodle's grading worksheet"
+                              f" (Identifier, Grade) or Canvas's gradebook export (Student, ID) as they come;"
+                              f" found the columns {listed(columns) if columns else 'none'}")
     except (OSError, UnicodeDecodeError, csv.Error) as error:
         raise RosterError(f"{path}: cannot read the roster ({error})") from None
+
+
+def _our_roster(path, reader):
+    roster = {}
+    for line, row in enumerate(reader, start=2):
+        student = (row.get("student_id") or "").strip()
+        if not student:
+            raise RosterError(f"{path}, line {line}: no student_id")
+        if student in roster:
+            raise RosterError(f"{path}, line {line}: {student} is on the roster twice")
+        roster[student] = {k: (v or "").strip() for k, v in row.items() if k in ROSTER_COLUMNS}
+    return roster
+
+
+def _moodle_worksheet_roster(path, reader):
+    """Moodle's grading worksheet (an assignment's "Download grading worksheet"): each student
+    under the id a Moodle download gets without a roster (their name's words, runs/intake),
+    with their participant number, email, ID number and the worksheet's "Last modified
+    (grade)", which the worksheet written back carries (Moodle's check that no grade changed
+    in Moodle meanwhile)."""
+    rows = []
+    for line, row in enumerate(reader, start=2):
+        found = re.fullmatch(r"\D*?(\d+)", (row.get("Identifier") or "").strip())
+        if not found:
+            raise RosterError(f"{path}, line {line}: the Identifier is not Moodle's \"Participant N\""
+                              f" ({(row.get('Identifier') or '')[:40]!r})")
+        name = (row.get("Full name") or "").strip()
+        rows.append({"name": name, "moodle_participant": found.group(1),
+                     "email": (row.get("Email address") or "").strip(),
+                     "id_number": (row.get("ID number") or "").strip(),
+                     "moodle_modified": (row.get(MOODLE_MODIFIED) or "").strip()})
+    names = defaultdict(int)
+    for row in rows:
+        names[moodle_student_id(row["name"])] += 1
+    roster = {}
+    for row in rows:  # two students of one name: each with their number, as the intake keeps them apart
+        student = moodle_student_id(row["name"])
+        student = f"{student}-{row['moodle_participant']}" if names[student] > 1 else student
+        roster[student] = {"student_id": student, **row}
+    return roster
+
+
+def _canvas_gradebook_roster(path, reader):
+    """Canvas's gradebook export (Grades, Export): each student under the id a Canvas download
+    gets without a roster (the name's letters, lower case, and the Canvas user id), with their
+    SIS ids and section. The "Points Possible" row is not a student."""
+    roster = {}
+    for line, row in enumerate(reader, start=2):
+        name, canvas_id = (row.get("Student") or "").strip(), (row.get("ID") or "").strip()
+        if "points possible" in name.lower() or (not name and not canvas_id):
+            continue
+        if not canvas_id.isdigit():
+            raise RosterError(f"{path}, line {line}: Canvas's ID column holds a user number, not {canvas_id[:40]!r}")
+        student = canvas_gradebook_id(name, canvas_id)
+        roster[student] = {"student_id": student, "name": name, "canvas_id": canvas_id,
+                           "sis_user_id": (row.get("SIS User ID") or "").strip(),
+                           "sis_login_id": (row.get("SIS Login ID") or "").strip(),
+                           "section": (row.get("Section") or "").strip()}
+    return roster
 
 
 def _people(assignments, roster):
@@ -165,7 +232,10 @@ def moodle_worksheet(assignments, roster=None):
     people, export = _people(assignments, roster)
     handle = io.StringIO(newline="")
     writer = csv.writer(handle)
-    writer.writerow(["Identifier", "Full name", "Grade", "Maximum Grade"])
+    writer.writerow(["Identifier", "Full name", "Email address", "Grade", "Maximum Grade", MOODLE_MODIFIED])
+    # Moodle skips a row whose grade was changed in Moodle more than a minute after this date: the
+    # date of the worksheet read as the roster (Moodle's own round trip), else the moment written.
+    now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
     for student, row in people:
         grade = grades.grades.get(student)
         participant = (grade.lms.get("moodle_participant") if grade else "") or row.get("moodle_participant", "")
@@ -173,8 +243,10 @@ def moodle_worksheet(assignments, roster=None):
             export.not_on_roster.append(student)  # nothing Moodle can match it by
             continue
         cell = _points(grade)
-        writer.writerow([f"Participant {participant}", for_spreadsheet(row.get("name") or student), cell,
-                         f"{grades.out_of:g}"])
+        modified = row.get("moodle_modified", "")
+        writer.writerow([f"Participant {participant}", for_spreadsheet(row.get("name") or student),
+                         for_spreadsheet(row.get("email", "")), cell, f"{grades.out_of:g}",
+                         modified if modified and modified != "-" else now])
         export.exported += bool(cell)
     export.text = handle.getvalue()
     return export

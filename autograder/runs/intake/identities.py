@@ -16,6 +16,8 @@ import re
 import unicodedata
 from collections import defaultdict
 
+from autograder.untrusted import moodle_student_id
+
 
 def name_key(text):
     """A name as a set of words, case, accents and punctuation aside: "Doe, Jane" == "jane  DOE"."""
@@ -24,10 +26,11 @@ def name_key(text):
     return tuple(sorted(re.findall(r"\w+", text)))
 
 
-def _slug(name):
-    text = unicodedata.normalize("NFKD", name).casefold()
-    text = "".join(c for c in text if not unicodedata.combining(c))
-    return "-".join(re.findall(r"\w+", text)) or "student"
+
+
+def canvas_student_id(name, user_id):
+    """The id of a Canvas student graded without a roster: the name in Canvas's file names, lower case."""
+    return f"{name.lower()}-{user_id}"
 
 
 class Identities:
@@ -57,7 +60,7 @@ class Identities:
             student = self.by_canvas.get(item.key)
             if student is None and self.roster is not None:
                 self._not_on_roster(item, f"Canvas user {item.key} ({item.name})", "canvas_id")
-            return student or f"{item.name.lower()}-{item.key}"
+            return student or canvas_student_id(item.name, item.key)
         if item.layout == "moodle":
             if item.lms["moodle_participant"] in self.by_participant:
                 return self.by_participant[item.lms["moodle_participant"]]
@@ -67,11 +70,11 @@ class Identities:
             if self.roster is not None:
                 if matches:
                     self.problems.append((item.shown, f"the roster has {len(matches)} students called {item.name}"
-                                                      f" ({', '.join(matches)}): graded as {_slug(item.name)};"
+                                                      f" ({', '.join(matches)}): graded as {moodle_student_id(item.name)};"
                                                       " tell them apart in the roster's name column"))
                 else:
                     self._not_on_roster(item, f"Moodle's {item.name}", "name")
-            return _slug(item.name)
+            return moodle_student_id(item.name)
         if self.roster is not None and item.key not in self.roster:
             self.problems.append((item.shown, f"{item.key} is not on the roster (a test folder or a stray file?);"
                                               " graded all the same"))
@@ -83,7 +86,7 @@ class Identities:
 
     @staticmethod
     def _fallback(item):
-        return f"{item.name.lower()}-{item.key}" if item.layout == "canvas" else _slug(item.name)
+        return canvas_student_id(item.name, item.key) if item.layout == "canvas" else moodle_student_id(item.name)
 
     def _keep_apart(self, found):
         """Two LMS students (two Canvas users, two Moodle participants) that map to one id each get
