@@ -130,6 +130,15 @@ def read_reply_frame(fd, deadline=None, buffer=None):
 
 
 # -- the probe contract: what checks and the sandbox agree on --------------------
+# The probe contract: every question the grader may ask of a submission's process. The sandbox's
+# agent answers these names alone (inside/agent.py), its in-process twin `NamespaceStudent` has one
+# method for each and nothing else public, and the grader's proxy `SandboxStudent` one method each
+# (tests/test_contracts.py ties the three). "fork" and "seal" are the channel's own, not probes.
+PROBES = ("kind", "value", "call", "call_with_modules", "new", "build", "structure", "parameters", "buffers",
+          "load_parameters", "forward", "vjp", "meta_forward", "sequence", "iterate", "origin", "recorded_call",
+          "replay", "trace")
+
+
 class StudentError(Exception):
     """The submission raised or returned something unusable (student-facing)."""
 

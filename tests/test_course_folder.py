@@ -4,6 +4,7 @@ releases, validates and grades, all without touching this package."""
 import csv
 import re
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -175,3 +176,20 @@ def test_checks_import_only_autograder_checks_in_every_template_and_assignment(t
               if module != "autograder.checks"}
     assert not broken, f"checks import engine modules: {broken}"
     assert any(module == "autograder.checks" for path in checks for _, module in autograder_imports(path))
+
+
+def test_every_file_of_ours_the_templates_name_exists(tmp_path):
+    """The files `init` and `new` write point a new instructor at the engine's files and docs;
+    each path they name is there (one named autograder/course.py after it became a package)."""
+    import re
+
+    from autograder.authoring.scaffold import init_course, new_assignment
+
+    course = init_course(tmp_path / "course")
+    new_assignment(course, "warmup")
+    repository = Path(__file__).resolve().parent.parent
+    named = {match for path in (tmp_path / "course").rglob("*") if path.is_file() and path.suffix in (".py", ".toml", ".md")
+             for match in re.findall(r"\b((?:autograder|docs)/[\w/]+\.(?:py|md))", path.read_text(errors="replace"))}
+    assert named, "the templates name no file of ours: the test reads nothing"
+    missing = sorted(name for name in named if not (repository / name).exists())
+    assert not missing, missing

@@ -51,7 +51,7 @@ dist/
 .ipynb_checkpoints/
 """
 
-ASSIGNMENT_TOML = '''# Settings of one assignment; the engine reads them (see autograder/course.py).
+ASSIGNMENT_TOML = '''# Settings of one assignment; the engine reads them (autograder/course/settings.py, docs/settings.md).
 title = {title!r}
 order = {order}  # its place in the course
 

@@ -27,12 +27,11 @@ from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from pathlib import Path
 
+from autograder.course.errors import CourseError
+from autograder.course.settings import AssignmentSettings
+
 PACKAGE_CHECKOUT = Path(__file__).resolve().parent.parent.parent
 SETTINGS = "assignment.toml"
-
-
-class CourseError(ValueError):
-    """A course or assignment that is not there or not well formed; the message says which."""
 
 
 @dataclass(frozen=True)
@@ -100,8 +99,6 @@ class Assignment:
         """assignment.toml as read (a dict; this object's own copy), once it is known to be right:
         an unknown key or a wrong type is a CourseError naming its line. Read `config` for the
         typed values and their defaults."""
-        from autograder.course.settings import AssignmentSettings
-
         path = self.folder / SETTINGS
         try:
             text = path.read_text()
@@ -114,8 +111,6 @@ class Assignment:
     @property
     def config(self):
         """The typed settings (autograder/course/settings.py, AssignmentSettings), from `settings`."""
-        from autograder.course.settings import AssignmentSettings
-
         return AssignmentSettings.from_dict(self.settings, self.folder / SETTINGS)
 
     @property

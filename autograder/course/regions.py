@@ -2,7 +2,7 @@
 import re
 from pathlib import Path
 
-from autograder.course import CourseError
+from autograder.course.errors import CourseError
 
 REGION_LINE = re.compile(r"^# %% (?P<name>[A-Za-z0-9_]+)\s*$")
 SOLUTION_BEGIN = "### BEGIN SOLUTION"

@@ -16,7 +16,7 @@ from dataclasses import MISSING, dataclass, field, fields
 from datetime import date, datetime
 from pathlib import Path
 
-from autograder.course import CourseError
+from autograder.course.errors import CourseError
 
 
 def setting(default, kind, doc, example=None, *, factory=None, shown=None):

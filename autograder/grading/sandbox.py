@@ -29,8 +29,10 @@ from pathlib import Path
 from autograder import wire
 from autograder.grading import cgroups
 
-AGENT_FILES = ("wire.py", "inside/__init__.py", "inside/agent.py", "inside/student.py", "inside/trace.py",
-               "inside/world.py")  # in the package
+# The sandbox's own code, in the package: the wire format and every module of inside/ (the code
+# that runs next to student code, which imports nothing else of ours: an import-linter contract).
+AGENT_FILES = ("wire.py", *sorted(f"inside/{path.name}" for path in (Path(__file__).resolve().parent.parent
+                                                                      / "inside").glob("*.py")))
 SANDBOX_UID_BASE = 61000  # one unprivileged uid per worker slot when the grader is root
 # An id a caller may give one run of the grader (the tests do): bubblewrap's own process carries
 # it, so a run's sandboxes can be told from those of another grader on the machine.
@@ -952,9 +954,7 @@ def _running(pid):
 
 
 # -- the student proxy -------------------------------------------------------------
-PROBES = ("kind", "value", "call", "call_with_modules", "new", "build", "structure", "parameters", "buffers",
-          "load_parameters", "forward", "vjp", "meta_forward", "sequence", "iterate", "origin", "recorded_call",
-          "replay", "trace")
+PROBES = wire.PROBES  # the contract, in one place
 
 
 MAX_ERROR_TEXT = 2000  # characters of an error text from the sandbox that the grader reads

@@ -206,6 +206,9 @@ def _answer_probes(student, inbox, outbox, wire, StudentError, sealed=False):  #
                 reply = ("refused", f"{type(error).__name__}: {error}"[:300])
             wire.write_frame(outbox, wire.dump_reply(reply))
             continue
+        if method not in wire.PROBES:  # the contract's names alone: never another attribute of the object
+            wire.write_frame(outbox, wire.dump_reply(("refused", f"no such question: {str(method)[:60]}")))
+            continue
         try:
             if method == "trace" and kwargs.get("trials") and not sealed:
                 raise StudentError("what-if runs are answered in a sealed fork only")
