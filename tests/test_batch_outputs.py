@@ -155,3 +155,33 @@ def test_finishing_ends_a_run_so_a_term_of_score_changes_is_not_held(course, tmp
     assert files.changes == [] and "a1" in folder.changes_csv.read_text()
     files.add(make_result("a1", {"ex1": 2.0}, fraction=0.0))
     assert len(files.changes) == 1 and len(list((folder.root / "history").iterdir())) == 2  # one folder per run
+
+
+def test_a_slow_finish_never_holds_back_the_next_result(course, tmp_path):
+    """The service adds results from one thread and finishes its outputs from another when the
+    queue is quiet: while a class report takes seconds to write, the next student's result is
+    recorded at once (a rush measured 1.28x the batch, and a lone result waited 840 ms, while
+    one lock covered both)."""
+    import threading
+    import time
+
+    from autograder.runs.recording import Recorder
+    from helpers import make_result
+
+    class SlowReport(Output):
+        what = "the class report"
+
+        def finish(self, results):
+            time.sleep(2)
+            return []
+
+    folder = graded_folder(assignment_of(course), tmp_path / "out").make()
+    collected = Collected()
+    recorder = Recorder([ResultFiles(folder), SlowReport(), collected])
+    finishing = threading.Thread(target=recorder.finish, args=([],))
+    finishing.start()
+    time.sleep(0.2)  # the report is being written
+    started = time.monotonic()
+    assert recorder.add(make_result("a1", {"ex1": 2.0}, fraction=1.0)) == (True, [])
+    assert time.monotonic() - started < 1.0 and collected.added == ["a1"]
+    finishing.join()

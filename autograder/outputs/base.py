@@ -4,6 +4,10 @@ A batch is handed a list of outputs. It calls `add(result)` on each, in order, t
 result is graded (never for a grader fault, which is retried next run), and `finish(results)`
 once at the end with every result in the graded folder (earlier runs' too). To add an output
 format, write one class here in outputs/ and put it in the list (see `standard_outputs`).
+
+The grading service (service/counting.py) calls `add` as results come and `finish` whenever its
+queue is quiet, from another thread, many times a term: `finish` must be safe to call again,
+and an output whose `finish` changes what its `add` uses guards both with a lock of its own.
 """
 import threading
 

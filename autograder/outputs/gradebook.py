@@ -289,6 +289,17 @@ def _busy(error):
     return "locked" in text or "busy" in text
 
 
+class _Sync:
+    """A request to the writer's thread: write `results` (waiting at most until `deadline` for a
+    busy database), say which could not be written, and with `stop` end the thread."""
+
+    def __init__(self, results, deadline, stop):
+        import threading
+
+        self.results, self.deadline, self.stop = list(results), deadline, stop
+        self.failed, self.done = {}, threading.Event()
+
+
 class GradebookWriter:
     """Writes results into the gradebook from a background thread while grading goes on.
 
@@ -297,10 +308,10 @@ class GradebookWriter:
     it. The thread keeps one `GradebookSync` open until `finish`. A busy database (locked by
     another writer) is waited for, with growing pauses, while grading goes on: results queue
     up meanwhile and are written once it is free, so a locked gradebook never costs a grade.
-    `finish(results, patience)` syncs whatever is still missing, waiting at most `patience`
-    seconds more for a busy database, returns {student: why} for results it could not write,
-    and re-raises an error that stopped it (the gradebook could not be opened, or stayed
-    locked past the patience).
+    `sync(results, patience)` writes whatever is still missing, waiting at most `patience`
+    seconds more for a busy database, and returns {student: why} for results it could not
+    write; `finish` does the same and ends the thread. Both re-raise an error that stopped the
+    thread (the gradebook could not be opened, or stayed locked past the patience).
     """
 
     PAUSES = (0.2, 0.5, 1.0, 2.0, 5.0)  # seconds between tries while the database is busy
@@ -308,13 +319,14 @@ class GradebookWriter:
     def __init__(self, course, assignment, db_url=None):
         import queue
         import threading
+        import time
 
         self.course, self.assignment, self.db_url = course, assignment, db_url
         self.queue = queue.Queue()
         self.error = None
-        self.failed = {}  # student -> why, from the last write of their result
         self.waited = 0.0  # seconds spent waiting for a busy database, for the TA's note
-        self.deadline = None  # set by finish(): when to stop waiting for a busy database
+        self.opened = time.monotonic()
+        self.requested = None  # the earliest deadline a sync or finish asked for: waiting stops there
         self.thread = threading.Thread(target=self._run, name="gradebook", daemon=True)
         self.thread.start()
 
@@ -322,7 +334,7 @@ class GradebookWriter:
         self.queue.put(result)
 
     def _patiently(self, action):
-        """`action()`, tried again while the database is busy (until finish's deadline)."""
+        """`action()`, tried again while the database is busy, until a sync or finish's deadline."""
         import time
 
         from sqlalchemy.exc import OperationalError
@@ -332,7 +344,7 @@ class GradebookWriter:
             try:
                 return action()
             except OperationalError as error:
-                if not _busy(error) or (self.deadline is not None and time.monotonic() > self.deadline):
+                if not _busy(error) or (self.requested is not None and time.monotonic() > self.requested):
                     raise
                 pause = self.PAUSES[min(tries, len(self.PAUSES) - 1)]
                 time.sleep(pause)
@@ -340,65 +352,104 @@ class GradebookWriter:
                 tries += 1
 
     def _run(self):
+        pending = []
         try:
             with IMPORTS:  # nbgrader and SQLAlchemy load here
                 gradebook = self._patiently(lambda: GradebookSync(self.course, self.assignment, self.db_url))
             # Opened in this thread: an SQLite connection belongs to the thread that made it.
             with gradebook:
-                batch = []
                 while True:
-                    batch.append(self.queue.get())
+                    pending.append(self.queue.get())
                     while not self.queue.empty():
-                        batch.append(self.queue.get())
-                    finished = batch.pop() if isinstance(batch[-1], list) else None  # finish(): all, then stop
-                    self._patiently(lambda: gradebook.write(batch))
-                    batch = []
-                    if finished is not None:
-                        self._patiently(lambda: gradebook.write(finished))  # anything from earlier runs
-                        self.failed = dict(gradebook.failed)
-                        return
-        except BaseException as error:  # noqa: B036 (reported by finish(); the JSON results are safe)
+                        pending.append(self.queue.get())
+                    results = [item for item in pending if not isinstance(item, _Sync)]
+                    requests = [item for item in pending if isinstance(item, _Sync)]
+                    self._patiently(lambda: gradebook.write(results))
+                    pending = requests
+                    for request in requests:  # every result of the folder: anything from earlier runs
+                        self._patiently(lambda: gradebook.write(request.results))
+                        request.failed = dict(gradebook.failed)
+                        pending.remove(request)
+                        request.done.set()
+                        if request.stop:
+                            return
+                    self.requested = None  # answered: waiting for a busy database is unbounded again
+        except BaseException as error:  # noqa: B036 (reported by sync/finish; the JSON results are safe)
             self.error = error
+            while not self.queue.empty():
+                pending.append(self.queue.get())
+            for item in pending:
+                if isinstance(item, _Sync):
+                    item.done.set()
 
-    def finish(self, results, patience=60.0):
+    def _ask(self, results, patience, stop):
         import time
 
-        self.deadline = time.monotonic() + patience
-        self.queue.put(list(results))
-        self.thread.join()
         if self.error is not None:
             raise self.error
-        return self.failed
+        request = _Sync(results, time.monotonic() + patience, stop)
+        self.requested = min(request.deadline, self.requested or request.deadline)
+        self.queue.put(request)
+        while not request.done.wait(1.0):
+            if not self.thread.is_alive():  # stopped before it could answer
+                break
+        if self.error is not None:
+            raise self.error
+        return request.failed
+
+    def sync(self, results, patience=60.0):
+        return self._ask(results, patience, stop=False)
+
+    def finish(self, results, patience=60.0):
+        try:
+            return self._ask(results, patience, stop=True)
+        finally:
+            self.thread.join(timeout=patience + 60)
 
 
 class Gradebook(Output):
     """nbgrader's gradebook (formgrader, `nbgrader export`): each result as it is graded, from
-    a background thread, then every result in the folder at the end. Each `finish` ends a run
-    (the connection closes, so a regrade or a TA's formgrader session written meanwhile is read
-    afresh by the next); a busy database is waited for up to `patience` seconds there."""
+    a background thread, then every result in the folder at `finish`; a busy database is
+    waited for up to `patience` seconds there. A batch's `finish` ends its run (the connection
+    closes). A service finishes whenever its queue is quiet: then the connection stays open for
+    `reopen_after` seconds (reading a class's gradebook afresh costs a second of the service's
+    CPU) and is closed at the first quiet moment after, so scores written by another program
+    meanwhile (a TA's `autograder grade`) are read afresh within minutes and nothing is held
+    for a term. `add` and `finish` may come from two threads: they take turns."""
 
     what = "its grades in nbgrader's gradebook"
 
-    def __init__(self, course_root, assignment, results_in, db_url=None, patience=60.0):
+    def __init__(self, course_root, assignment, results_in, db_url=None, patience=60.0, reopen_after=0.0):
         """`db_url`: another gradebook than the course's (a scratch one, `grade --scratch`)."""
+        import threading
+
         self.course_root, self.assignment, self.results_in, self.db_url = course_root, assignment, results_in, db_url
-        self.patience = patience
+        self.patience, self.reopen_after = patience, reopen_after
         self.writer = None
+        self.lock = threading.Lock()
 
     def add(self, result):
-        if self.writer is None:  # a thread only now: the workers are made (a forked pool copies this process)
-            self.writer = GradebookWriter(self.course_root, self.assignment, self.db_url)
-        self.writer.add(result)
+        with self.lock:
+            if self.writer is None:  # a thread only now: the workers are made (a forked pool copies this process)
+                self.writer = GradebookWriter(self.course_root, self.assignment, self.db_url)
+            self.writer.add(result)
 
     def finish(self, results):
-        writer, self.writer = self.writer, None  # the next add starts the next run
-        try:
-            if writer is None:
-                writer = GradebookWriter(self.course_root, self.assignment, self.db_url)
-            unwritten = writer.finish(results, self.patience)
-        except Exception as error:  # noqa: BLE001 (the JSON results are safe; the other outputs follow)
-            return [("", f"nbgrader's gradebook was not updated ({brief(error)}); the results are in"
-                         f" {self.results_in}, and the next run writes them")]
+        import time
+
+        with self.lock:  # (an add waits: otherwise the run ending here could write after the next one)
+            writer = self.writer
+            keep = writer is not None and writer.error is None and time.monotonic() - writer.opened < self.reopen_after
+            if not keep:
+                self.writer = None  # the next add starts the next run
+            try:
+                if writer is None:
+                    writer = GradebookWriter(self.course_root, self.assignment, self.db_url)
+                unwritten = writer.sync(results, self.patience) if keep else writer.finish(results, self.patience)
+            except Exception as error:  # noqa: BLE001 (the JSON results are safe; the other outputs follow)
+                self.writer = None
+                return [("", f"nbgrader's gradebook was not updated ({brief(error)}); the results are in"
+                             f" {self.results_in}, and the next run writes them")]
         return [(student, f"its grades could not be written to nbgrader's gradebook ({why}); the next run"
                           " tries again") for student, why in sorted(unwritten.items())]
 

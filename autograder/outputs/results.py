@@ -101,22 +101,27 @@ class ResultFiles(Output):
     what, required = "its result", True
 
     def __init__(self, folder, started=None):
+        import threading
+
         # `started` names the run's history/ folder: the batch's start time
         self.folder, self.regrade = folder, Regrade(folder, started or _now())
+        self.lock = threading.Lock()  # add and finish may come from two threads (the service's)
 
     @property
     def changes(self):
         return self.regrade.changes
 
     def add(self, result):
-        self.regrade.keep(result)  # the previous result, if any, goes to history/ first
-        self.folder.write(result)
+        with self.lock:
+            self.regrade.keep(result)  # the previous result, if any, goes to history/ first
+            self.folder.write(result)
 
     def finish(self, results):
         """changes.csv; then the next run's history/ folder (the service finishes whenever its
         queue is quiet: what a run kept is written, never held for a term)."""
-        self.regrade.write_changes()
-        self.regrade = Regrade(self.folder, _now())
+        with self.lock:
+            self.regrade.write_changes()
+            self.regrade = Regrade(self.folder, _now())
         return []
 
 

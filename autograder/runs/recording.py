@@ -9,7 +9,6 @@ after it (nothing may show a grade it lacks). The batch finishes its outputs onc
 the service finishes them whenever its queue is quiet, so nothing an output keeps grows for
 a term. A new output is one class in outputs/ and one line in `standard_outputs`.
 """
-import threading
 from pathlib import Path
 
 from autograder.grading.notebook import grade_cells
@@ -66,11 +65,12 @@ def standard_outputs(assignment, folder, scratch=None, source=None):
 
 class Recorder:
     """Hands results to a list of outputs. Adding and finishing may come from two threads (the
-    service adds as results come and finishes when its queue is quiet): they take turns."""
+    service adds as results come and finishes when its queue is quiet): an output whose finish
+    changes what its add uses guards itself (ResultFiles, Gradebook), so a class report being
+    written never holds back the next student's result."""
 
     def __init__(self, outputs):
         self.outputs = list(outputs)
-        self.lock = threading.RLock()
 
     @property
     def needs_notebook(self):
@@ -80,29 +80,27 @@ class Recorder:
         """`result` into every output. Returns (recorded, problems): recorded is False when a
         required output (the result file) failed, so no other output shows that grade."""
         problems = []
-        with self.lock:
-            for output in self.outputs:
-                try:
-                    output.add(result)
-                except Exception as error:  # noqa: BLE001 (this output, for this student, only)
-                    again = "; it is graded again next run" if output.required else ""
-                    problems.append((result.student_id, f"{output.what} could not be written ({brief(error)}){again}"))
-                    if output.required:
-                        return False, problems
+        for output in self.outputs:
+            try:
+                output.add(result)
+            except Exception as error:  # noqa: BLE001 (this output, for this student, only)
+                again = "; it is graded again next run" if output.required else ""
+                problems.append((result.student_id, f"{output.what} could not be written ({brief(error)}){again}"))
+                if output.required:
+                    return False, problems
         return True, problems
 
     def finish(self, results, clock=None):
         """Every result of the folder into every output that writes at the end; returns the
         problems. `clock(name)`, when given, is called after each output (for benchmarks)."""
         problems = []
-        with self.lock:
-            for output in self.outputs:
-                try:
-                    problems += output.finish(results)
-                except Exception as error:  # noqa: BLE001 (the result files are safe; the next finish writes it)
-                    problems.append(("", f"{output.what} was not written ({brief(error)}); the next run writes it"))
-                if clock is not None:
-                    clock(output.what)
+        for output in self.outputs:
+            try:
+                problems += output.finish(results)
+            except Exception as error:  # noqa: BLE001 (the result files are safe; the next finish writes it)
+                problems.append(("", f"{output.what} was not written ({brief(error)}); the next run writes it"))
+            if clock is not None:
+                clock(output.what)
         return problems
 
 

@@ -37,6 +37,7 @@ from autograder.service.store import GRADED as ROW_GRADED
 # How long a quiet-time finish waits for a gradebook another process holds locked; the next
 # finish, seconds later, tries again, so a long lock only postpones the gradebook.
 GRADEBOOK_PATIENCE = 5.0
+GRADEBOOK_REOPEN = 300.0  # seconds a quiet-time finish keeps the gradebook's connection open
 LOG = logging.getLogger("autograder.service")
 PROBLEMS_KEPT = 50  # the latest recording problems per assignment, for the TA's page
 
@@ -59,7 +60,7 @@ class AssignmentRecord:
         self.recorder = Recorder(standard_outputs(assignment, self.folder, source=self.source))
         for output in self.recorder.outputs:
             if isinstance(output, Gradebook):
-                output.patience = GRADEBOOK_PATIENCE
+                output.patience, output.reopen_after = GRADEBOOK_PATIENCE, GRADEBOOK_REOPEN
         self.problems = deque(maxlen=PROBLEMS_KEPT)  # (when, student, what): recording problems, for the TA
         self.dirty, self.changed = False, 0.0
 
