@@ -77,12 +77,14 @@ class GradebookSync:
         self.known = {}  # student -> {grade cell: auto score}, for students whose notebook is in
         self.submitted = {}  # student -> id of their submission row, with or without its notebook
         self.penalties = {}  # student -> the late penalty on their notebook (None: none), where it is in
+        self.stamps = {}  # student -> the hand-in time the gradebook holds (naive UTC), where it is in
         for submission in self.gradebook.assignment_submissions(self.assignment):
             self.submitted[submission.student.id] = submission.id
             if submission.notebooks:
                 graded = next((n for n in submission.notebooks if n.name == self.assignment), submission.notebooks[0])
                 self.known[submission.student.id] = {g.name: g.auto_score for g in graded.grades}
                 self.penalties[submission.student.id] = graded.late_submission_penalty or None
+                self.stamps[submission.student.id] = submission.timestamp
         self.layout = None  # assignment_layout(), once a new student needs it
         self.failed = {}  # student -> why their result is not in the gradebook (see write)
 
@@ -118,12 +120,12 @@ class GradebookSync:
         return failed
 
     def _commit(self, results):
-        known, submitted, penalties = dict(self.known), dict(self.submitted), dict(self.penalties)
+        known, submitted, penalties, stamps = dict(self.known), dict(self.submitted), dict(self.penalties), dict(self.stamps)
         try:  # (their values are replaced, never changed)
             with _quiet(), _one_commit(self.gradebook.db):
                 self._write(results)
         except BaseException:  # rolled back: not in the gradebook after all
-            self.known, self.submitted, self.penalties = known, submitted, penalties
+            self.known, self.submitted, self.penalties, self.stamps = known, submitted, penalties, stamps
             raise
 
     def _write(self, results):
@@ -135,16 +137,19 @@ class GradebookSync:
             student, scores = result.student_id, result.scores
             # The penalty is compared too: a late policy changed or removed since (a penalty now
             # 0) must reach nbgrader's gradebook, as it reaches grades.csv.
+            stamp = _naive_utc(result.submitted_at) if result.submitted_at else None
             if student in self.known and all(self.known[student].get(n) == v for n, v in scores.items()) \
-                    and (result.late_penalty or None) == self.penalties.get(student) and not result.submitted_at:
-                continue
+                    and (result.late_penalty or None) == self.penalties.get(student) \
+                    and (stamp is None or stamp == self.stamps.get(student)):
+                continue  # the gradebook has it all: a finish handing every result again costs nothing
             if student not in self.known:
                 new[student] = result  # (one student twice in one call: the last result counts)
                 continue
             submission = gradebook.find_submission_notebook(assignment, assignment, student)  # notebook, assignment, student
             submission.late_submission_penalty = result.late_penalty or None  # nbgrader's own field
-            if result.submitted_at:
-                submission.assignment.timestamp = _naive_utc(result.submitted_at)
+            if stamp is not None:
+                submission.assignment.timestamp = stamp
+                self.stamps[student] = stamp
             with gradebook.db.no_autoflush:  # one flush at the commit, not one per grade read
                 for grade in submission.grades:
                     if grade.name in scores:
@@ -161,6 +166,7 @@ class GradebookSync:
             for student, result in new.items():
                 self.known[student] = dict(result.scores)
                 self.penalties[student] = result.late_penalty or None
+                self.stamps[student] = _naive_utc(result.submitted_at) if result.submitted_at else None
         gradebook.db.commit()
 
     def close(self):
