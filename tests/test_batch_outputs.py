@@ -185,3 +185,28 @@ def test_a_slow_finish_never_holds_back_the_next_result(course, tmp_path):
     assert recorder.add(make_result("a1", {"ex1": 2.0}, fraction=1.0)) == (True, [])
     assert time.monotonic() - started < 1.0 and collected.added == ["a1"]
     finishing.join()
+
+
+def test_while_submissions_wait_the_service_finishes_its_outputs_at_most_once_a_minute(course):
+    """A quiet moment in a rush (two workers on looping answers) no longer writes the class's
+    report each time: while the queue is busy, at most every BUSY_FINISH seconds; once it is
+    idle, at the first quiet moment."""
+    import time
+
+    from autograder.service import counting
+    from autograder.service.counting import AssignmentRecord
+    from helpers import make_result
+
+    record = AssignmentRecord(assignment_of(course), None, course / "service" / "counted")
+    record.record(make_result("a1", {"ex1": 2.0}, fraction=1.0), None)
+    record.changed -= 10  # ten quiet seconds ago
+    record.finished = time.monotonic()  # the last finish was just now
+    record.flush(quiet=2.0, busy=True)
+    assert record.dirty and not record.folder.grades_csv.exists()  # the rush goes on: not yet
+    record.finished -= counting.BUSY_FINISH + 1
+    record.flush(quiet=2.0, busy=True)
+    assert not record.dirty and record.folder.grades_csv.exists()  # a minute on: grades.csv is fresh
+    record.record(make_result("b1", {"ex1": 2.0}, fraction=0.5), None)
+    record.changed -= 10
+    record.flush(quiet=2.0, busy=False)  # the queue is idle: at once
+    assert not record.dirty and "b1" in record.folder.grades_csv.read_text()

@@ -39,7 +39,8 @@ from autograder.service.store import GRADED as ROW_GRADED
 GRADEBOOK_PATIENCE = 5.0
 GRADEBOOK_REOPEN = 300.0  # seconds a quiet-time finish keeps the gradebook's connection open
 LOG = logging.getLogger("autograder.service")
-PROBLEMS_KEPT = 50  # the latest recording problems per assignment, for the TA's page
+PROBLEMS_KEPT = 50
+BUSY_FINISH = 60.0  # seconds between finishes while submissions wait or are graded  # the latest recording problems per assignment, for the TA's page
 
 
 def received(row):
@@ -62,7 +63,7 @@ class AssignmentRecord:
             if isinstance(output, Gradebook):
                 output.patience, output.reopen_after = GRADEBOOK_PATIENCE, GRADEBOOK_REOPEN
         self.problems = deque(maxlen=PROBLEMS_KEPT)  # (when, student, what): recording problems, for the TA
-        self.dirty, self.changed = False, 0.0
+        self.dirty, self.changed, self.finished = False, 0.0, time.monotonic()
 
     def due_for(self, student_id):
         """The student's due date, their extension (the roster's) included; None without a late policy."""
@@ -137,12 +138,15 @@ class AssignmentRecord:
         if not recorded:
             raise OSError(problems[-1][1])
 
-    def flush(self, quiet=0.0):
+    def flush(self, quiet=0.0, busy=False):
         """Finish every output (grades.csv, the class report, changes.csv, the gradebook's run)
-        when a result changed and none came for `quiet` seconds; a problem leaves it to the next."""
-        if not self.dirty or time.monotonic() - self.changed < quiet:
+        when a result changed and none came for `quiet` seconds; while the assignment's queue is
+        `busy`, at most every BUSY_FINISH seconds (the report of a large class costs the service a
+        second or two of the CPU its workers grade with). A problem leaves it to the next."""
+        now = time.monotonic()
+        if not self.dirty or now - self.changed < quiet or (busy and now - self.finished < BUSY_FINISH):
             return
-        self.dirty = False
+        self.dirty, self.finished = False, now
         problems = self.recorder.finish(self.folder.results())
         self.tell(problems)
         if problems:
@@ -206,9 +210,9 @@ class Counting:
         return chosen.id
 
     def flush(self, quiet=0.0):
-        for record in self.records.values():
+        for name, record in self.records.items():
             try:
-                record.flush(quiet)
+                record.flush(quiet, busy=bool(quiet) and self.service.lanes[name].busy())
             except Exception as error:  # noqa: BLE001 (the folder could not be read: the next flush)
                 record.dirty = True
                 record.tell([("", f"the graded folder could not be read ({error})")])

@@ -133,6 +133,10 @@ class Lane:
             return 1
         return self.service.store.running(row.assignment) + ahead + 1
 
+    def busy(self):
+        """Whether submissions of this lane wait or are being graded."""
+        return len(self.queue) > 0 or self.queue.running() > 0
+
     def result_path(self, submission_id):
         return self.results / f"{submission_id}.json"
 

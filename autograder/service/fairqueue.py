@@ -86,6 +86,11 @@ class FairQueue:
                     count += min(len(self.waiting[other]), place + (1 if position < turn else 0))
             return count
 
+    def running(self):
+        """How many taken items are not done yet."""
+        with self.changed:
+            return len(self.taken)
+
     def __len__(self):
         with self.changed:
             return sum(len(items) for items in self.waiting.values())
