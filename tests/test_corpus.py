@@ -187,6 +187,8 @@ def test_a_weakened_check_is_reported(tmp_path, monkeypatch, capsys):
     ({"colour": "red"}, "unknown fields"),
     ({"second": "ex3 without a colon"}, "`second` is"),
     ({"second": "ex9: wrong cell"}, "`second` is"),
+    ({"second": ["ex5: (?i)heads", "ex9: wrong cell"]}, "`second` is"),
+    ({"second": ["ex5: (?i)heads", 3]}, "`second` is"),
     ({"source": 3}, "`source` is a string"),
     ({"held_out": True}, "`held_out` is a string"),
 ])
@@ -265,6 +267,20 @@ def test_validation_below_the_diagnoses_floor_is_not_clean():
     assert report.named == 0.5 and not report.clean
     report.diagnoses_min = 0.5
     assert report.clean
+
+
+def test_an_entry_may_state_a_third_mistake_and_each_must_be_named():
+    from autograder.authoring.corpus import _entry, diagnose
+
+    entry = _entry({"name": "ex3-three", "exercise": "ex3", "outcome": "mistake", "about": "a", "source": "s",
+                    "diagnostic": "(?i)softmax", "second": ["ex3: (?i)scale", "ex5: (?i)concatenate"],
+                    "edit": [{"cell": "ex3_answer", "old": "x", "new": "y"}]}, set(CELLS[ASSIGNMENT]))
+    assert entry.mistakes == 3 and entry.expected() == {"ex3": ["(?i)softmax", "(?i)scale"], "ex5": ["(?i)concatenate"]}
+    cells = {"ex3": [("values", False, "Take the softmax over the keys."), ("scale", False, "Scale by sqrt(d_out).")],
+             "ex5": [("heads", False, "Concatenate the heads in order.")]}
+    assert diagnose(entry, _result(cells)) == []
+    cells["ex3"] = cells["ex3"][:1]
+    assert diagnose(entry, _result(cells)) == ["ex3: no message says /(?i)scale/"]
 
 
 def test_a_second_mistake_in_a_cell_built_on_the_first_waits_for_it():

@@ -16,7 +16,7 @@ A mistake may also name `no_better_than`: another corpus entry (the same wrong
 code without a trick, such as returning the notebook's printed values for the
 notebook's inputs) whose total it must not exceed; `second = "<graded cell>: <regex>"`
 for a second mistake in the same answer (that cell loses points too, and its
-feedback must name it); and `source`: where the code comes from, for answers
+feedback must name it), or a list of them for a third and more; and `source`: where the code comes from, for answers
 taken from public code. Those measure the diagnoses on answers they were not
 written for: they must be caught like any other, and their naming is scored
 (`diagnose`) rather than required one by one. `held_out = "<label>"` marks entries
@@ -67,16 +67,21 @@ class Entry:
     edits: dict = field(default_factory=dict)  # answer cell -> [(old, new)]
     code: dict = field(default_factory=dict)  # answer cell -> new source
     no_better_than: str = ""  # an entry whose total this one must not exceed
-    second: tuple = ()  # (graded cell, regex) of a second mistake in the same answer
+    second: tuple = ()  # ((graded cell, regex), ...): the further mistakes in the same answer
     source: str = ""  # where the code comes from (public code), if anywhere
     held_out: str = ""  # the diagnosis code it was added before ("value-localisation"): its honest test
 
     def expected(self):
         """{graded cell: [regexes its feedback must match]} for a mistake."""
         found = {self.exercise: [self.diagnostic]}
-        if self.second:
-            found.setdefault(self.second[0], []).append(self.second[1])
+        for cell, regex in self.second:
+            found.setdefault(cell, []).append(regex)
         return found
+
+    @property
+    def mistakes(self):
+        """How many mistakes the entry states: its own and every further one."""
+        return 1 + len(self.second)
 
 
 def load(assignment, cells):
@@ -121,9 +126,8 @@ def _entry(raw, cells):
         problem = "`source` is a string: where the code comes from"
     elif not isinstance(raw.get("held_out", ""), str):
         problem = "`held_out` is a string: the diagnosis code the entry was written before"
-    elif "second" in raw and (not isinstance(raw["second"], str) or ":" not in raw["second"]
-                              or raw["second"].split(":", 1)[0].strip() not in cells):
-        problem = "`second` is \"<graded cell>: <regex>\" for a second mistake"
+    elif "second" in raw and not _further(raw["second"], cells):
+        problem = "`second` is \"<graded cell>: <regex>\" for a second mistake, or a list of them"
     elif not isinstance(raw.get("no_better_than", ""), str):
         problem = "`no_better_than` is the name of another entry"
     elif not (raw.get("edit") or raw.get("code")):
@@ -143,8 +147,20 @@ def _entry(raw, cells):
     return Entry(name=name, exercise=raw["exercise"], outcome=raw["outcome"], about=raw["about"],
                  diagnostic=raw.get("diagnostic", ""), also=tuple(raw.get("also", ())),
                  edits=edits, code=dict(raw.get("code", {})), no_better_than=raw.get("no_better_than", ""),
-                 second=tuple(part.strip() for part in raw["second"].split(":", 1)) if "second" in raw else (),
+                 second=_further(raw.get("second", []), cells),
                  source=raw.get("source", ""), held_out=raw.get("held_out", ""))
+
+
+def _further(raw, cells):
+    """((cell, regex), ...) of an entry's `second`: one "<graded cell>: <regex>" or a list of
+    them; None when one is malformed or names no graded cell."""
+    found = []
+    for text in [raw] if isinstance(raw, str) else raw if isinstance(raw, list) else [None]:
+        if not isinstance(text, str) or ":" not in text or text.split(":", 1)[0].strip() not in cells:
+            return None
+        cell, regex = text.split(":", 1)
+        found.append((cell.strip(), regex.strip()))
+    return tuple(found)
 
 
 def notebook(entry, release_nb, assignment):
