@@ -46,6 +46,10 @@ class CellScore:
     max_score: float
     output: str = ""  # the feedback text for this cell
     checks: list = field(default_factory=list)  # CheckOutcome
+    # None of its answer cells differs from the release's stub (grading/notebook.py `unanswered`,
+    # decided on the grader's side): a student reads one line, "not answered yet", and none of its
+    # checks or tracebacks; the checks stay here for the TA.
+    unanswered: bool = False
 
     @property
     def passed(self):
@@ -231,6 +235,8 @@ def _tests_json(cells, titles):
                 "status": "passed" if cell.passed else "failed", "output": cell.output,
                 "visibility": "visible",
                 "extra_data": {"checks": [_check_json(check) for check in cell.checks]}}
+        if cell.unanswered:
+            test["extra_data"]["unanswered"] = True
         if titles:
             test["extra_data"]["grade_id"] = cell.name
         tests.append(test)
@@ -240,7 +246,8 @@ def _tests_json(cells, titles):
 def _cells_of(tests):
     return [CellScore(name=test.get("extra_data", {}).get("grade_id", test["name"]),
                       score=float(test["score"]), max_score=float(test["max_score"]), output=test.get("output", ""),
-                      checks=[CheckOutcome(**check) for check in test.get("extra_data", {}).get("checks", [])])
+                      checks=[CheckOutcome(**check) for check in test.get("extra_data", {}).get("checks", [])],
+                      unanswered=test.get("extra_data", {}).get("unanswered") is True)
             for test in tests]
 
 

@@ -20,7 +20,7 @@ def sample(student="ada", status="graded"):
               CheckOutcome("test_mask", "masks the future", False, 1.0, "This check could not run (NameError).",
                            crash=CRASH),
               CheckOutcome("test_leak", "no future leak", False, 1.0, because="above")]
-    cells = [CellScore("ex1", 2.0, 2.0, "all good"), CellScore("ex3", 1.5, 5.0, "see below", checks)]
+    cells = [CellScore("ex1", 2.0, 2.0, "all good", unanswered=True), CellScore("ex3", 1.5, 5.0, "see below", checks)]
     return make_result(student, cells, status, score=3.0, output=f"{student}: 3 / 7 points",
                        notes=["the read-only cell check-01 was edited (restored)"],
                        cell_errors=[CellError("ex3_answer", "Traceback\nValueError: boom\n")],

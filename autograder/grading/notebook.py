@@ -10,6 +10,7 @@ import errno
 import hashlib
 import json
 import os
+import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +30,7 @@ MAX_FILE_BYTES = 512 * 2**20
 MAX_CELLS = 2000
 MAX_TAMPERING_NOTES = 20  # then one line says how many more
 MAX_DELETED_NAMED = 3  # more deleted cells than this are one note, not one each
+STUB_RAISE = re.compile(r"""raise NotImplementedError\((["'])(.*?)\1\)""")  # nbgrader's stub, as the release has it
 
 
 class InvalidNotebook(Exception):
@@ -313,6 +315,47 @@ def grade_cells(source):
     """{grade id: points} of the autograded cells, in notebook order."""
     return {m["grade_id"]: float(m.get("points", 0)) for c in source.cells
             if (m := _meta(c)) and _is_hidden_test(m)}
+
+
+def owners(source):
+    """{cell grade id: the autograded cell it leads up to}: every cell with a grade id (answers,
+    given code, visible checks) belongs to the first autograded cell after it, as the feedback
+    page groups them."""
+    found, pending = {}, []
+    for cell in source.cells:
+        meta = _meta(cell)
+        if meta is None:
+            continue
+        pending.append(meta["grade_id"])
+        if _is_hidden_test(meta):
+            found.update({name: meta["grade_id"] for name in pending})
+            pending = []
+    return found
+
+
+def stub_errors(release):
+    """The last lines of the errors the release's stubs raise ("NotImplementedError: Not answered
+    yet: ..."): a cell that stops with one only called a part not answered yet."""
+    found = set()
+    for cell in release.cells:
+        if (meta := _meta(cell)) and meta.get("solution") and cell.cell_type == "code":
+            found.update(f"NotImplementedError: {text}" for _, text in STUB_RAISE.findall(cell.source))
+    return found
+
+
+def unanswered(source, release, cells):
+    """The autograded cells none of whose answer cells the student touched: each answer cell of
+    theirs in `cells` ([(name, source)], sanitized) reads as the release's stub. A cell with no
+    answer of its own (it only checks earlier ones) is never unanswered."""
+    stubs = {m["grade_id"]: c.source.strip() for c in release.cells
+             if (m := _meta(c)) and m.get("solution") and c.cell_type == "code"}
+    given = dict(cells)
+    answers = {}
+    for name, graded in owners(source).items():
+        if name in stubs:
+            answers.setdefault(graded, []).append(name)
+    return {graded for graded, names in answers.items()
+            if all(given.get(name, "").strip() == stubs[name] for name in names)}
 
 
 def manual_cells(source):

@@ -20,8 +20,8 @@ from autograder.checks.rootcause import consequences, missing_because_crashed, o
 from autograder.course.visibility import Visibility
 from autograder.grading.selfcheck import PoisonedInterpreter
 from autograder.untrusted import without_controls
-from autograder.grading.notebook import (MAX_NOTEBOOK_BYTES, InvalidNotebook, Sanitized, grade_cells, read_notebook,
-                                         sanitize, sha256)
+from autograder.grading.notebook import (MAX_NOTEBOOK_BYTES, InvalidNotebook, Sanitized, grade_cells, owners,
+                                         read_notebook, sanitize, sha256, stub_errors, unanswered)
 
 FAILED_CELLS_SHOWN = 5
 REUSABLE = "ran every cell and answered every check, in a sandbox found clean afterwards"
@@ -51,7 +51,7 @@ class GradingWorker:
     def __init__(self, spec):
         self.spec = spec
         self.setup_error = None
-        self.sandbox = self.checks = self.assignment = self.source = self.release = None
+        self.sandbox = self.checks = self.assignment = self.source = self.release = self.owners = self.stubs = None
         self.last_notebook = None  # the sanitized notebook of the last submission graded, if any
 
     def setup(self, slot=0, pin=False, handover=None):
@@ -100,6 +100,7 @@ class GradingWorker:
         self.visibility = Visibility.of(assignment)  # checks hidden until the due date run last, in views
         self.source = nbformat.read(assignment.source_notebook, as_version=4)
         self.release = nbformat.read(assignment.release_notebook, as_version=4)
+        self.owners, self.stubs = owners(self.source), stub_errors(self.release)
 
     def close(self):
         checks, self.checks = self.checks, None
@@ -146,7 +147,7 @@ class GradingWorker:
 
         spec, sandbox = self.spec, self.sandbox
         points = grade_cells(self.source)
-        notes, cell_errors = list(clean.tampering), []
+        notes, cell_errors, clean_cells = list(clean.tampering), [], clean.cells
         timings, clock = base["timings"], time.perf_counter()
         # Student code's own random numbers come from a seed derived from the batch's with a key no
         # student knows: torch.initial_seed() must not tell the batch's seed.
@@ -178,18 +179,28 @@ class GradingWorker:
         builds_on = self.assignment.builds_on
         whole = explained(views.cells, cell_errors, builds_on)
         state = {"lost": student.lost, "lost_kind": student.lost_kind, "memory": memory}
+        # An exercise left as released is one line, "not answered yet": its checks' messages and its
+        # cells' tracebacks (a stub's NotImplementedError, a check cell's NameError) say nothing more.
+        untouched = unanswered(self.source, self.release, clean_cells)
+        shown_errors = [error for error in cell_errors if not self._says_unanswered(error, untouched)]
         result = build_result(spec, base, points, whole, ending_notes(notes, state, ending, student.fork_lost),
-                              cell_errors, started)
+                              shown_errors, started, untouched)
         if self.visibility.hides_any():
             result.visibility = self.visibility.key()
             result.levels = sorted({self.visibility.level(cell, check.name) for cell, found in views.cells.items()
                                     for check in found.checks})
             result.views = [build_view(level, points, explained(cells, cell_errors, builds_on), views.cells,
-                                       ending_notes(notes, then, ending if then.get("lost_kind") else None))
+                                       ending_notes(notes, then, ending if then.get("lost_kind") else None), untouched)
                             for level, (cells, then) in sorted(views.levels.items())]
         if report is not None and student.lost is None and student.fork_lost is None and clean:
             result.reusable = REUSABLE
         return result
+
+    def _says_unanswered(self, error, untouched):
+        """Whether a cell's error says only that exercises are not answered yet: it is a cell of an
+        exercise left as released (its answer, its check), or it stopped in a release stub."""
+        last = error["error"].rstrip().splitlines()[-1:] or [""]
+        return (untouched and self.owners.get(error["cell"]) in untouched) or (untouched and last[0] in self.stubs)
 
     def invalid_result(self, base, message, started):
         return invalid_result(self.spec, grade_cells(self.source), base, message, started)
@@ -375,10 +386,9 @@ def ending_notes(notes, state, ending, fork_lost=None):
     return notes
 
 
-def build_view(level, points, cells, whole, notes):
+def build_view(level, points, cells, whole, notes, untouched=()):
     """The record.View at `level` of the cells judged at that level: each cell's points are the
     share of its checks at that level (the weights of the whole result's checks make the whole)."""
-    from autograder.checks.runner import feedback_lines
     from autograder.record import View
 
     scores = []
@@ -387,10 +397,20 @@ def build_view(level, points, cells, whole, notes):
         here = cells[grade_id].checks
         share = (lambda checks: round(cell_points * sum(c.weight for c in checks) / total, 2) if total else 0.0)
         earned, out_of = share([c for c in here if c.passed]), share(here)
-        scores.append(CellScore(name=grade_id, score=min(earned, out_of), max_score=out_of,
-                                output="\n".join(feedback_lines(cells[grade_id], out_of)) if here else "",
-                                checks=[_outcome(c) for c in here]))
+        scores.append(_cell_score(grade_id, min(earned, out_of), out_of, cells[grade_id], grade_id in untouched)
+                      if here else CellScore(name=grade_id, score=0.0, max_score=0.0))
     return View(level, scores, notes)
+
+
+def _cell_score(grade_id, score, out_of, checked, untouched):
+    """The CellScore of one graded cell: its feedback text and its checks; a cell left as released
+    reads "not answered yet" alone."""
+    from autograder.checks.runner import feedback_lines
+
+    output = (f"{grade_id}: {score:g} / {out_of:g} points\n  Not answered yet." if untouched
+              else "\n".join(feedback_lines(checked, out_of)))
+    return CellScore(name=grade_id, score=score, max_score=out_of, output=output,
+                     checks=[_outcome(c) for c in checked.checks], unanswered=untouched)
 
 
 def _outcome(check):
@@ -398,12 +418,9 @@ def _outcome(check):
                         message=check.message, crash=check.crash, because=getattr(check, "because", ""))
 
 
-def build_result(spec, base, points, checks, notes, cell_errors, started):
-    from autograder.checks.runner import feedback_lines
-
-    cells = [CellScore(name=grade_id, score=checks[grade_id].score(cell_points), max_score=cell_points,
-                       output="\n".join(feedback_lines(checks[grade_id], cell_points)),
-                       checks=[_outcome(c) for c in checks[grade_id].checks])
+def build_result(spec, base, points, checks, notes, cell_errors, started, untouched=()):
+    cells = [_cell_score(grade_id, checks[grade_id].score(cell_points), cell_points, checks[grade_id],
+                         grade_id in untouched)
              for grade_id, cell_points in points.items()]
     total = round(sum(cell.score for cell in cells), 2)
     output = [f"{base['student_id']}: {total:g} / {sum(points.values()):g} points"]

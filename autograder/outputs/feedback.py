@@ -81,7 +81,8 @@ def render_feedback(result, layout):
         "max_score": cell.max_score,
         "checks": grouped(cell.checks),
         "output": cell.output,
-        "errors": errors.get(cell.name, []),
+        "errors": [] if cell.unanswered else errors.get(cell.name, []),
+        "unanswered": cell.unanswered,
     } for cell in result.cells]
     return environment().get_template("feedback.html.j2").render(
         css=_css(), title=layout.assignment_title or result.assignment, student=result.student_id,

@@ -96,6 +96,8 @@ def needs_attention(results):
         reasons = list(result.notes)
         if result.status != GRADED and not reasons:
             reasons.append(result.output)
+        if result.cells and all(cell.unanswered for cell in result.cells):
+            reasons.append("nothing answered: every exercise is as the release handed it out")
         for error in result.cell_errors:
             if not error.cell.startswith("check-"):  # a failing visible check is ordinary feedback
                 last = error.error.strip().splitlines()[-1] if error.error.strip() else "an error"

@@ -30,6 +30,7 @@ class CellView:
     checks: list = field(default_factory=list)  # grouped_checks() of the shown checks
     hidden: int = 0  # checks (grouped by description) not shown
     errors: list = field(default_factory=list)  # (cell, error) the student's own cells of this exercise raised
+    unanswered: bool = False  # left as released: one line, no checks (record.CellScore.unanswered)
 
 
 @dataclass
@@ -52,7 +53,7 @@ class StudentView:
                 "hidden_checks": self.hidden, "hidden_until_due": self.hidden_until_due, "notes": list(self.notes),
                 "late_note": self.late_note,
                 "exercises": [{"cell": c.name, "title": c.title, "points": c.points, "max_points": c.max_points,
-                               "hidden_checks": c.hidden,
+                               "hidden_checks": c.hidden, "unanswered": c.unanswered,
                                "checks": [{"description": g["description"], "passed": not g["failed"],
                                            "message": g["message"]} for g in c.checks]}
                               for c in self.cells]}
@@ -95,8 +96,9 @@ def student_view(result, visibility, due_passed, titles=None, owners=None):
         # judgement made from a hidden check (a diagnosis), that check's.
         until_due += sum(first_level(result, cell.name, description) <= LEVELS[AFTER_DUE] for description in unseen)
         points, max_points = (min(here.score, here.max_score), here.max_score) if here else (0.0, 0.0)
-        cells.append(CellView(cell.name, titles.get(cell.name, cell.name), points, max_points, grouped_checks(shown),
-                              len(unseen)))
+        untouched = cell.unanswered
+        cells.append(CellView(cell.name, titles.get(cell.name, cell.name), points, max_points,
+                              [] if untouched else grouped_checks(shown), len(unseen), unanswered=untouched))
     by_cell = {cell.name: cell for cell in cells}
     loose = []
     for error in result.cell_errors:
