@@ -187,6 +187,22 @@ def test_a_students_error_names_their_line_and_says_what_went_wrong():
     ("TypeError: 'Parameter' object is not callable", "a tensor or nn.Parameter is multiplied"),
     ("RuntimeError: Expected size for first two dimensions of batch2 tensor to be: [4, 4] but got: [4, 10].",
      "first two sizes are [4, 4], and got [4, 10]"),
+
+    ("TypeError: descriptor '__init__' of 'super' object needs an argument", "call super first, super().__init__()"),
+    ("ValueError: too many values to unpack (expected 2)", "b, num_tokens, d_in = x.shape"),
+    ("ValueError: not enough values to unpack (expected 3, got 2)", "unpacks 2 values into 3 names"),
+    ("TypeError: unsupported operand type(s) for -: 'set' and 'str'", "cannot apply - to a set and a str"),
+    ("TypeError: int() argument must be a string, a bytes-like object or a real number, not 'list'",
+     "was given a list: token ids from tokenizer.encode are already integers"),
+    ("ValueError: invalid literal for int() with base 10: 'Hello'", "a token is text"),
+    ("TypeError: CausalAttention.__init__() got an unexpected keyword argument 'qkv_bias'",
+     "CausalAttention.__init__() has no parameter named qkv_bias"),
+    ("TypeError: softmax() missing 1 required positional arguments: \"dim\"", "torch.softmax(scores, dim=-1)"),
+    ("TypeError: MyData.__init__() missing 1 required positional argument: 'stride'", "called without 'stride'"),
+    ("TypeError: MyData.__init__() takes 3 positional arguments but 5 were given", "takes 3 positional arguments"),
+    ("AttributeError: 'CausalAttention' object has no attribute 'd_out'", "asks a CausalAttention for .d_out"),
+    ("IndexError: Dimension out of range (expected to be in range of [-2, 1], but got 3)",
+     "Dimension 3 does not exist here: this tensor's dimensions are -2 to 1"),
 ])
 def test_common_errors_are_said_in_the_students_terms(error, says):
     from autograder.checks.verdict import hint_for

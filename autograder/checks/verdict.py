@@ -225,6 +225,39 @@ TRANSLATIONS = (
     (re.compile(r"'(Parameter|Tensor)' object is not callable"),
      "A tensor is called like a function. A layer such as nn.Linear is called, layer(x); a tensor or"
      " nn.Parameter is multiplied, x @ weight."),
+    (re.compile(r"descriptor '__init__' of 'super' object needs an argument"),
+     "super.__init__() calls __init__ on the class super itself: call super first, super().__init__()."),
+    (re.compile(r"too many values to unpack \(expected (\d+)\)"),
+     "A line unpacks more values than it has names for ({0}). A tensor's shape has one size per dimension:"
+     " a batch of sequences (batch, tokens, features) needs three names, b, num_tokens, d_in = x.shape."),
+    (re.compile(r"not enough values to unpack \(expected (\d+), got (\d+)\)"),
+     "A line unpacks {1} values into {0} names. A tensor's shape has one size per dimension: a single"
+     " sequence (tokens, features) has two, a batch of them three."),
+    (re.compile(r"unsupported operand type\(s\) for ([^:]+): '(\w+)' and '(\w+)'"),
+     "Python cannot apply {0} to a {1} and a {2}: one of the two is not what the line expects it to be"
+     " (print its type to see which)."),
+    (re.compile(r"int\(\) argument must be a string, a bytes-like object or a (?:real )?number, not '(\w+)'"),
+     "int() turns one number (or the text of one) into an integer, and was given a {0}: token ids from"
+     " tokenizer.encode are already integers, in a list (torch.tensor(ids) makes them a tensor)."),
+    (re.compile(r"invalid literal for int\(\) with base 10"),
+     "int() was given text that is not a number: a token is text, and its id comes from the tokenizer"
+     " (tokenizer.encode), not from int()."),
+    (re.compile(r"([\w.]+)\(\) got an unexpected keyword argument '(\w+)'"),
+     "{0}() has no parameter named {1}: compare its def line with the exercise's (and the call with the"
+     " def line)."),
+    (re.compile(r"(softmax|log_softmax)\(\) missing 1 required positional arguments?: \"dim\""),
+     "torch.{0} needs the dimension it runs over: torch.{0}(scores, dim=-1) normalises over the keys."),
+    (re.compile(r"([\w.]+)\(\) missing (\d+) required positional arguments?: (.+?)\.?$"),
+     "{0}() was called without {2}: pass every parameter its def line asks for."),
+    (re.compile(r"([\w.]+)\(\) takes (\d+) positional arguments? but (\d+) (?:was|were) given"),
+     "{0}() takes {1} positional arguments (a method counts self) but got {2}: compare the call with the"
+     " def line."),
+    (re.compile(r"'(\w+)' object has no attribute '(\w+)'"),
+     "Your code asks a {0} for .{1}, which it does not have: check the spelling, and that __init__ sets"
+     " self.{1} before forward uses it."),
+    (re.compile(r"Dimension out of range \(expected to be in range of \[(-?\d+), (-?\d+)\], but got (-?\d+)\)"),
+     "Dimension {2} does not exist here: this tensor's dimensions are {0} to {1} (negative ones count from"
+     " the end, -1 is the last)."),
 )
 
 
