@@ -312,3 +312,12 @@ def test_the_bundled_corpora_hold_answers_held_out_from_value_localisation():
     for assignment in ASSIGNMENTS:
         held = [entry for entry in ENTRIES[assignment] if entry.held_out == "value-localisation"]
         assert len(held) >= 15 and all(entry.source and entry.outcome == "mistake" for entry in held), assignment
+
+
+def test_the_bundled_corpora_hold_answers_held_out_from_the_repair_runs():
+    """Issue 44 measures its diagnoses on at least 60 wrong answers from public code written before
+    them (20 or more with two or more mistakes), each citing where it comes from."""
+    held = [entry for assignment in ASSIGNMENTS for entry in ENTRIES[assignment] if entry.held_out == "repairs"]
+    assert len(held) >= 60 and sum(entry.mistakes >= 2 for entry in held) >= 20
+    assert all(entry.source and entry.outcome == "mistake" for entry in held)
+    assert len({entry.source for entry in held}) >= 50  # many files, not one file's variants
