@@ -135,3 +135,39 @@ def test_checks_that_fail_because_of_a_named_mistake_are_marked_as_its_consequen
     assert [g["because_text"] for g in groups[2:]] == ["fails because of the mistake above"] * 2
     # Shown without the cause (it is hidden until the due date), nothing points "above".
     assert all(not g["because"] for g in grouped_checks([moves, dropout]))
+
+
+def test_a_check_the_named_mistake_alone_passes_keeps_its_own_words():
+    """Issue 44: "fails because of the mistake above" is said only of a check that code with only the
+    named mistake (the error model's mutant, run on the grader's side) also fails; one it passes
+    shows a second mistake, and keeps its words."""
+    from autograder.checks.errormodel import mark_unexplained
+    from autograder.checks.plugin import CheckResult
+    from autograder.checks.rootcause import consequences, one_cause_per_cell
+
+    def result(name, passed, message="", **kw):
+        return CheckResult("ex6", name, name, 1.0, passed, message, **kw)
+
+    cells = {"ex6": CellResult("ex6", [
+        result("test_diagnosis", False, "The whole mask is applied: slice it to the input.", named=True,
+               diagnosis=True, cause=("unsliced-mask",)),
+        result("test_reference_values[short]", False, "The outputs differ from the expected values."),
+        result("test_reference_values[full]", False, "The scores are divided by sqrt(d_out), not sqrt(d_head)."),
+        result("test_structure", True)])}
+    asked = []
+
+    def outcomes(grade_id, names):
+        asked.append((grade_id, names))
+        return {"test_reference_values[short]": False, "test_reference_values[full]": True, "test_structure": True}
+
+    consequences(one_cause_per_cell(mark_unexplained(cells, outcomes)))
+    short, full = cells["ex6"].checks[1:3]
+    assert asked == [("ex6", ("unsliced-mask",))]
+    assert short.message == "" and short.because == "above"  # the mutant fails it too: a consequence
+    assert full.message.startswith("The scores are divided") and not full.because  # a second mistake
+    unverified = {"ex6": CellResult("ex6", [result("test_diagnosis", False, "Named.", named=True, diagnosis=True),
+                                            result("test_output_shape", False, "Generic words.")])}
+    consequences(one_cause_per_cell(mark_unexplained(unverified, outcomes)))
+    # No mutant named (a check named it, or localisation did): nothing to run, so nothing is verified
+    # and the old reading stands (the open part of issue 44, item 1).
+    assert unverified["ex6"].checks[1].because == "above" and len(asked) == 1

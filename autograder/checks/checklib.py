@@ -134,7 +134,7 @@ def diagnosis(probe, locate=None):
                 return ""  # a check named what it saw; "the values differ here" would only cover it up
             return said if said and not getattr(student, "lost", None) else ""
 
-        said = diagnose(finding, say)
+        said = diagnose(finding, say, cause=lambda found_here: [mutant.name for mutant in found_here[0]])
         if said:
             fail(said, named=True)
 

@@ -187,3 +187,29 @@ def message(chosen):
     if len(chosen) == 1:
         return chosen[0].message
     return "Two things to fix here. " + " ".join(f"({n}) {m.message}" for n, m in enumerate(chosen, 1))
+
+
+def reproduced(session, assignment, grade_id, names, seed):
+    """{check name: passed} of `grade_id`'s checks on the reference with only the mutants `names`
+    made: the mistake a diagnosis named, alone, run here (trusted code) with the submission's seed,
+    through `session` (a runner.CheckSession), its diagnoses left out. None when they do not apply."""
+    mutants = tuple(mutant for mutant in load(assignment.folder).get(grade_id, []) if mutant.name in names)
+    found = namespace(assignment.solutions, mutants) if mutants and len(mutants) == len(names) else None
+    if found is None:
+        return None
+    cells = session.run_views(NamespaceStudent(vars(found)), seed, cells=[grade_id], diagnoses=False).cells
+    return {check.name: check.passed for check in cells[grade_id].checks}
+
+
+def mark_unexplained(cells, outcomes):
+    """Mark, in place, the failing checks that the mistake their cell's diagnosis names does not
+    explain: code with only that mistake passes them (`outcomes(grade_id, names)`, `reproduced`'s
+    answer). They keep their own words: "fails because of the mistake above" is said only of a
+    check the named mistake alone also fails (checks/rootcause.py)."""
+    for grade_id, cell in cells.items():
+        named = next((check for check in cell.checks if check.diagnosis and check.cause), None)
+        passed = outcomes(grade_id, named.cause) if named is not None else None
+        for check in cell.checks if passed else ():
+            if not check.passed and not check.diagnosis and passed.get(check.name):
+                check.unexplained = True
+    return cells

@@ -52,6 +52,11 @@ class CheckResult:
     crash: str = ""  # for the instructor, never the student: where and why it could not run (`crash_of`)
     because: str = ""  # it fails as a consequence of a mistake the page names: "above", or "Exercise 3"
     order: int = 0  # its place among the collected checks (each view lists them in this order)
+    # A diagnosis: the error model's mutants it named (their names), whose code the grader can run.
+    cause: tuple = ()
+    # Code with only the named mistake passes this check (errormodel.reproduces): the named mistake
+    # does not explain its failure, so it keeps its own words (checks/rootcause.py).
+    unexplained: bool = False
 
 
 def grade_id_of(item):
@@ -134,9 +139,10 @@ class GradingPlugin:
         if report.failed:
             self.collect_errors.append(report.longreprtext)
 
-    def begin(self, student, seed, levels=None):
+    def begin(self, student, seed, levels=None, cells=None, diagnoses=True):
         """Grade `student` with inputs from `seed` from now on, with fresh results. `levels(grade id,
-        check name)` is each check's level (see the module's docstring; None: every check is shown)."""
+        check name)` is each check's level (see the module's docstring; None: every check is shown);
+        `cells`: only these graded cells' checks (None: all); `diagnoses`: run the diagnoses too."""
         if getattr(student, "resources", False) is None:  # answered in this process: the assignment's own
             student.resources = self.assignment.resources()
         self._student, self.run_seed, self.results = student, seed, []
@@ -144,6 +150,8 @@ class GradingPlugin:
         self.views = {}  # level -> (its CheckResults, the submission's state then), below the highest
         self.found = {}  # grade id -> what its diagnosis found in this submission (said in every view)
         self.pending = []  # diagnoses waiting for their what-if runs
+        self.causes = {}  # grade id -> the mutants its diagnosis named (CheckResult.cause)
+        self.only, self.with_diagnoses = (set(cells) if cells is not None else None), diagnoses
         self._order, self._cells = {}, set()
 
     # -- one submission, in views ---------------------------------------------------------------
@@ -151,6 +159,10 @@ class GradingPlugin:
         """Run `items` (the session's, in collection order) for the current student, level by level
         as the module's docstring says; `protocol(item, nextitem)` runs one. Afterwards `results`
         holds every outcome and `views` each lower level's."""
+        if self.only is not None:
+            items = [item for item in items if grade_id_of(item) in self.only]
+        if not self.with_diagnoses:
+            items = [item for item in items if not item.get_closest_marker("diagnosis")]
         self._order = {item.nodeid: index for index, item in enumerate(items)}
         self._cells = {grade_id_of(item) for item in items}
         level_of = {item.nodeid: self._level(item) for item in items}
@@ -185,16 +197,22 @@ class GradingPlugin:
         what they lead to is recorded then: `finish_pending`). A cell's finding is found once."""
         grade_id = grade_id_of(request.node)
 
-        def diagnose(finding, say):
+        def diagnose(finding, say, cause=None):
             if grade_id in self.found:
-                return say(self.found[grade_id])
+                return self._said(grade_id, self.found[grade_id], say, cause)
             started = localise.Started(finding())
             if started.request is None:
                 self.found[grade_id] = started.result
-                return say(started.result)
-            self.pending.append((request.node, grade_id, started, say))
+                return self._said(grade_id, started.result, say, cause)
+            self.pending.append((request.node, grade_id, started, (say, cause)))
             return ""
         return diagnose
+
+    def _said(self, grade_id, found, say, cause):
+        """What the diagnosis says of `found`, with the mutants it names (`cause(found)`) kept."""
+        said = say(found)
+        self.causes[grade_id] = tuple(cause(found)) if said and cause is not None else ()
+        return said
 
     def finish_pending(self, last):
         """Answer the waiting diagnoses' what-if runs and record what each then says. In a sandbox
@@ -205,10 +223,10 @@ class GradingPlugin:
             return
         what_ifs = getattr(self._student, "what_ifs", None)
         with what_ifs(last) if what_ifs is not None else contextlib.nullcontext():
-            for item, grade_id, started, say in pending:
+            for item, grade_id, started, (say, cause) in pending:
                 try:
                     found = localise.complete(started.rest(), self._student)
-                    said = say(found)
+                    said = self._said(grade_id, found, say, cause)
                 except Exception:  # noqa: BLE001 (a diagnosis that breaks says nothing, as during its run)
                     continue
                 self.found[grade_id] = found
@@ -350,7 +368,7 @@ class GradingPlugin:
         result = CheckResult(grade_id=grade_id, name=item.name,
                              description=(item.function.__doc__ or item.name).strip().splitlines()[0],
                              weight=0.0, passed=False, message=message, named=True, diagnosis=True,
-                             order=self._order.get(item.nodeid, 0))
+                             order=self._order.get(item.nodeid, 0), cause=self.causes.get(grade_id, ()))
         first = next((i for i, r in enumerate(self.results) if r.grade_id == grade_id), len(self.results))
         self.results.insert(first, result)
 

@@ -2,7 +2,9 @@
 
 Within a cell: when one failing check names the mistake (verdict.NamedMistake), the
 cell's other failing checks add nothing (their generic words, "check the causal mask",
-would send the student to code that is right), and no message is shown twice.
+would send the student to code that is right), and no message is shown twice. Where the
+error model names the mistake, that is tested, not assumed: a failing check that the named
+mistake alone passes (errormodel.mark_unexplained) is a second mistake, and keeps its words.
 
 Across cells: a cell that builds on a broken exercise is not blamed for it.
 
@@ -81,8 +83,9 @@ def one_cause_per_cell(cells):
                 if crash in crashes:
                     check.message = ""
                 crashes.add(crash)
-            elif ((diagnosed and not getattr(check, "diagnosis", False))
-                    or (named and not getattr(check, "named", False)) or said in seen):
+            elif said in seen or (not getattr(check, "unexplained", False) and (
+                    (diagnosed and not getattr(check, "diagnosis", False))
+                    or (named and not getattr(check, "named", False)))):
                 check.message = ""
             seen.add(said)
     return cells

@@ -133,14 +133,15 @@ class CheckSession:
         """{grade_id: CellResult}, like `run_checks(assignment, student, seed=seed)`."""
         return self.run_views(student, seed).cells
 
-    def run_views(self, student, seed, levels=None):
+    def run_views(self, student, seed, levels=None, cells=None, diagnoses=True):
         """The Views of `student`'s outcomes; `levels(grade id, check name)` is each check's level
-        (course/visibility.py; None: all are shown), see plugin.GradingPlugin.run_views."""
+        (course/visibility.py; None: all are shown), see plugin.GradingPlugin.run_views. `cells`:
+        only those graded cells' checks; `diagnoses=False`: the checks alone."""
         if self._thread is None:
             raise ChecksBroken("the check session is closed")
         if not self._thread.is_alive():  # the last run failed and ended its session
             self._start()
-        self._jobs.put((student, seed, levels))
+        self._jobs.put((student, seed, levels, cells, diagnoses))
         kind, detail = self._done.get()
         if kind != "ran":
             self._thread.join()  # pytest tears everything down; the next run starts afresh

@@ -16,6 +16,7 @@ import nbformat
 from autograder.course import Course, derive_seed
 from autograder.record import GRADED, INVALID, CellError, CellScore, CheckOutcome, Result, cell_in_words
 from autograder.grading.sandbox import NoSandbox
+from autograder.checks.errormodel import mark_unexplained, reproduced
 from autograder.checks.rootcause import consequences, missing_because_crashed, one_cause_per_cell, root_cause_once
 from autograder.course.visibility import Visibility
 from autograder.grading.selfcheck import PoisonedInterpreter
@@ -52,6 +53,7 @@ class GradingWorker:
         self.spec = spec
         self.setup_error = None
         self.sandbox = self.checks = self.assignment = self.source = self.release = self.owners = self.stubs = None
+        self._mutant_outcomes = {}  # (grade id, mutant names, seed) -> the checks the mistake alone passes
         self.last_notebook = None  # the sanitized notebook of the last submission graded, if any
 
     def setup(self, slot=0, pin=False, handover=None):
@@ -177,6 +179,8 @@ class GradingWorker:
                 if sandbox.last_peak is not None:  # what its cgroup held at most: memory, files and all
                     timings["sandbox_peak_bytes"] = sandbox.last_peak
         builds_on = self.assignment.builds_on
+        for cells in [views.cells] + [cells for cells, _ in views.levels.values()]:
+            mark_unexplained(cells, self._reproduced)
         whole = explained(views.cells, cell_errors, builds_on)
         state = {"lost": student.lost, "lost_kind": student.lost_kind, "memory": memory}
         # An exercise left as released is one line, "not answered yet": its checks' messages and its
@@ -195,6 +199,18 @@ class GradingWorker:
         if report is not None and student.lost is None and student.fork_lost is None and clean:
             result.reusable = REUSABLE
         return result
+
+    def _reproduced(self, grade_id, names):
+        """errormodel.reproduced for this batch's seed, once per mistake and worker."""
+        key = (grade_id, tuple(names), self.spec.seed)
+        if key not in self._mutant_outcomes:
+            if len(self._mutant_outcomes) > 500:
+                self._mutant_outcomes.clear()
+            try:
+                self._mutant_outcomes[key] = reproduced(self.checks, self.assignment, grade_id, names, self.spec.seed)
+            except Exception:  # noqa: BLE001 (not verified: the cell reads as it did before the check)
+                self._mutant_outcomes[key] = None
+        return self._mutant_outcomes[key]
 
     def _says_unanswered(self, error, untouched):
         """Whether a cell's error says only that exercises are not answered yet: it is a cell of an
