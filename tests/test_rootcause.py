@@ -162,7 +162,7 @@ def test_a_check_the_named_mistake_alone_passes_keeps_its_own_words():
 
     consequences(one_cause_per_cell(mark_unexplained(cells, outcomes)))
     short, full = cells["ex6"].checks[1:3]
-    assert asked == [("ex6", ("unsliced-mask",))]
+    assert asked == [("ex6", (("ex6", "unsliced-mask"),))]
     assert short.message == "" and short.because == "above"  # the mutant fails it too: a consequence
     assert full.message.startswith("The scores are divided") and not full.because  # a second mistake
     unverified = {"ex6": CellResult("ex6", [result("test_diagnosis", False, "Named.", named=True, diagnosis=True),
@@ -171,3 +171,29 @@ def test_a_check_the_named_mistake_alone_passes_keeps_its_own_words():
     # No mutant named (a check named it, or localisation did): nothing to run, so nothing is verified
     # and the old reading stands (the open part of issue 44, item 1).
     assert unverified["ex6"].checks[1].because == "above" and len(asked) == 1
+
+
+def test_fix_exercise_3_first_is_said_only_of_checks_the_named_upstream_mistake_also_fails():
+    """A wrapper built on a CausalAttention whose mistake the error model named: a wrapper check that
+    the reference wrapper passes on that mutant is the wrapper's own mistake, and keeps its words."""
+    from autograder.checks.errormodel import mark_unexplained
+    from autograder.checks.plugin import CheckResult
+    from autograder.checks.rootcause import consequences, one_cause_per_cell
+
+    cells = {"ex3": CellResult("ex3", [CheckResult("ex3", "test_diagnosis", "d", 0.0, False, "Not scaled.", named=True,
+                                                   diagnosis=True, cause=("not-scaled",))]),
+             "ex5": CellResult("ex5", [CheckResult("ex5", "test_reference_values", "d", 1.0, False, "Values differ."),
+                                       CheckResult("ex5", "test_heads_registered", "d", 1.0, False,
+                                                   "Keep the heads in an nn.ModuleList.")])}
+    asked = []
+
+    def outcomes(grade_id, causes):
+        asked.append((grade_id, causes))
+        return {"test_reference_values": False, "test_heads_registered": True} if grade_id == "ex5" else None
+
+    mark_unexplained(cells, outcomes, {"ex5": ["ex3"]})
+    consequences(root_cause_once(one_cause_per_cell(cells), {"ex5": ["ex3"]}))
+    values, heads = cells["ex5"].checks
+    assert ("ex5", (("ex3", "not-scaled"),)) in asked
+    assert "fix Exercise 3 first" in values.message  # the mutant's wrapper fails it too
+    assert heads.message == "Keep the heads in an nn.ModuleList." and not heads.because  # its own mistake

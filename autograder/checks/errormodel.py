@@ -189,26 +189,39 @@ def message(chosen):
     return "Two things to fix here. " + " ".join(f"({n}) {m.message}" for n, m in enumerate(chosen, 1))
 
 
-def reproduced(session, assignment, grade_id, names, seed):
-    """{check name: passed} of `grade_id`'s checks on the reference with only the mutants `names`
-    made: the mistake a diagnosis named, alone, run here (trusted code) with the submission's seed,
-    through `session` (a runner.CheckSession), its diagnoses left out. None when they do not apply."""
-    mutants = tuple(mutant for mutant in load(assignment.folder).get(grade_id, []) if mutant.name in names)
-    found = namespace(assignment.solutions, mutants) if mutants and len(mutants) == len(names) else None
+
+def reproduced(session, assignment, grade_id, causes, seed):
+    """{check name: passed} of `grade_id`'s checks on the reference with only the mutants `causes`
+    ((exercise, mutant name), ...) made: the mistakes diagnoses named, alone, run here (trusted code)
+    with the submission's seed, through `session` (a runner.CheckSession), its diagnoses left out.
+    None when they do not apply together."""
+    model = load(assignment.folder)
+    mutants = tuple(mutant for exercise, name in causes for mutant in model.get(exercise, []) if mutant.name == name)
+    found = namespace(assignment.solutions, mutants) if mutants and len(mutants) == len(causes) else None
     if found is None:
         return None
     cells = session.run_views(NamespaceStudent(vars(found)), seed, cells=[grade_id], diagnoses=False).cells
     return {check.name: check.passed for check in cells[grade_id].checks}
 
 
-def mark_unexplained(cells, outcomes):
-    """Mark, in place, the failing checks that the mistake their cell's diagnosis names does not
-    explain: code with only that mistake passes them (`outcomes(grade_id, names)`, `reproduced`'s
-    answer). They keep their own words: "fails because of the mistake above" is said only of a
-    check the named mistake alone also fails (checks/rootcause.py)."""
+def mark_unexplained(cells, outcomes, builds_on=None):
+    """Mark, in place, the failing checks that the named mistakes do not explain: code with only
+    those mistakes passes them (`outcomes(grade_id, causes)`, `reproduced`'s answer). The mistakes
+    are the cell's own diagnosis's mutants or, where it has none, those of every failing cell it
+    builds on (`builds_on`), when each of those named one. Such a check keeps its own words: "fails
+    because of the mistake above" and "fix Exercise 3 first" are said only of a check that the
+    named mistakes alone also fail (checks/rootcause.py)."""
+    def causes_of(grade_id):
+        named = next((check for check in cells[grade_id].checks if check.diagnosis and check.cause), None)
+        return tuple((grade_id, name) for name in named.cause) if named is not None else ()
+
     for grade_id, cell in cells.items():
-        named = next((check for check in cell.checks if check.diagnosis and check.cause), None)
-        passed = outcomes(grade_id, named.cause) if named is not None else None
+        causes = causes_of(grade_id)
+        upstream = [up for up in (builds_on or {}).get(grade_id, ()) if up in cells and cells[up].checks
+                    and cells[up].fraction < 1]
+        if not causes and upstream and all(causes_of(up) for up in upstream):
+            causes = tuple(cause for up in upstream for cause in causes_of(up))
+        passed = outcomes(grade_id, causes) if causes else None
         for check in cell.checks if passed else ():
             if not check.passed and not check.diagnosis and passed.get(check.name):
                 check.unexplained = True

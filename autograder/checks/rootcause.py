@@ -52,7 +52,10 @@ def root_cause_once(cells, builds_on):
         if not broken:
             continue
         message = upstream_message(broken)
-        failing = [check for check in cell.checks if not check.passed]
+        # a check the upstream mistakes alone pass (errormodel.mark_unexplained) is this cell's own
+        failing = [check for check in cell.checks if not check.passed and not getattr(check, "unexplained", False)]
+        if not failing:
+            continue
         kept = next((check for check in failing  # a diagnosis that already found the upstream cause
                      if getattr(check, "diagnosis", False) and UPSTREAM.search(check.message)), None)
         for check in failing:

@@ -180,7 +180,7 @@ class GradingWorker:
                     timings["sandbox_peak_bytes"] = sandbox.last_peak
         builds_on = self.assignment.builds_on
         for cells in [views.cells] + [cells for cells, _ in views.levels.values()]:
-            mark_unexplained(cells, self._reproduced)
+            mark_unexplained(cells, self._reproduced, builds_on)
         whole = explained(views.cells, cell_errors, builds_on)
         state = {"lost": student.lost, "lost_kind": student.lost_kind, "memory": memory}
         # An exercise left as released is one line, "not answered yet": its checks' messages and its
@@ -200,14 +200,14 @@ class GradingWorker:
             result.reusable = REUSABLE
         return result
 
-    def _reproduced(self, grade_id, names):
+    def _reproduced(self, grade_id, causes):
         """errormodel.reproduced for this batch's seed, once per mistake and worker."""
-        key = (grade_id, tuple(names), self.spec.seed)
+        key = (grade_id, tuple(causes), self.spec.seed)
         if key not in self._mutant_outcomes:
             if len(self._mutant_outcomes) > 500:
                 self._mutant_outcomes.clear()
             try:
-                self._mutant_outcomes[key] = reproduced(self.checks, self.assignment, grade_id, names, self.spec.seed)
+                self._mutant_outcomes[key] = reproduced(self.checks, self.assignment, grade_id, causes, self.spec.seed)
             except Exception:  # noqa: BLE001 (not verified: the cell reads as it did before the check)
                 self._mutant_outcomes[key] = None
         return self._mutant_outcomes[key]
