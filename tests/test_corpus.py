@@ -5,13 +5,14 @@ Every entry of exercises/<assignment>/corpus.toml is graded in sandboxes by
 seeds and one seed twice.
 """
 import json
+import re
 
 import pytest
 
 from autograder import cli
 from autograder.authoring import validate as validate_module
 from autograder.runs.recording import read_source
-from autograder.authoring.corpus import SOLUTIONS, STUBS, judge, load
+from autograder.authoring.corpus import SOLUTIONS, STUBS, judge, load, shown_messages
 from autograder.course import copy_assignment
 from autograder.record import Result
 from autograder.grading.notebook import grade_cells
@@ -321,3 +322,48 @@ def test_the_bundled_corpora_hold_answers_held_out_from_the_repair_runs():
     assert len(held) >= 60 and sum(entry.mistakes >= 2 for entry in held) >= 20
     assert all(entry.source and entry.outcome == "mistake" for entry in held)
     assert len({entry.source for entry in held}) >= 50  # many files, not one file's variants
+
+
+# -- words checked by a machine (issue 44, item 6) -----------------------------------------------
+SAME_NUMBERS = re.compile(r"expected (\[[^\]]*\]|\(?-?\d[\d.]*(?:e-?\d+)?\)?), got \1(?!\d|\.\d|e-?\d)")
+DISAGREES = re.compile(r"Exercise \S+ and Exercise \S+, which does not|\b(?:1|one) (?:checks|cases|lines)\b"
+                       r"|\b(?:[2-9]|\d\d+) (?:check|case|line) (?:is|was|fails)\b")
+QUOTED_LINE = re.compile(r"line (\d+), `")
+
+
+def wording_problems(message):
+    """What a machine can tell is wrong with a message's words ([] for none): the same numbers as
+    expected and got, a line quoted twice, agreement errors."""
+    problems = []
+    if SAME_NUMBERS.search(message):
+        problems.append(f"expected and got are the same: {SAME_NUMBERS.search(message).group(0)}")
+    lines = QUOTED_LINE.findall(message)
+    if len(lines) != len(set(lines)):
+        problems.append(f"a line is quoted twice ({sorted(n for n in set(lines) if lines.count(n) > 1)})")
+    if DISAGREES.search(message):
+        problems.append(f"agreement: {DISAGREES.search(message).group(0)}")
+    return problems
+
+
+def test_wording_problems_are_found():
+    assert wording_problems("expected [-0.4519, 0.2216], got [-0.4519, 0.2216]")
+    assert not wording_problems("expected [-0.4519, 0.2216], got [-0.4519, 0.2217]")
+    assert wording_problems("expected 0.5, got 0.5.") and not wording_problems("expected 0.5, got 0.55")
+    assert wording_problems("at line 12, `x = y` ... and line 12, `x = y` again")
+    assert wording_problems("This part builds on Exercise 4 and Exercise 5, which does not pass")
+    from autograder.checks.rootcause import upstream_message
+
+    assert wording_problems(upstream_message(["ex3"])) == wording_problems(upstream_message(["ex4", "ex5"])) == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_no_message_of_the_corpus_has_words_a_machine_can_tell_are_wrong(corpus_runs, assignment):
+    report, _ = corpus_runs(assignment)["0"]
+    found = {}
+    for name, result in report.results.items():
+        for cell in result.cells:
+            for message in [] if cell.unanswered else shown_messages(cell):  # (its page says "not answered yet")
+                if problems := wording_problems(message):
+                    found.setdefault(name, []).extend(problems)
+    assert found == {}

@@ -35,7 +35,8 @@ def exercise_number(grade_id):
 
 def upstream_message(broken):
     names = " and ".join(f"Exercise {exercise_number(cell)}" for cell in broken)
-    return (f"This part builds on {names}, which does not pass its own checks yet: fix {names} first."
+    verb = "does not pass its own checks" if len(broken) == 1 else "do not pass their own checks"
+    return (f"This part builds on {names}, which {verb} yet: fix {names} first."
             " Then these checks will show whether this part is right on its own.")
 
 
