@@ -215,8 +215,8 @@ class GradingWorker:
     def _says_unanswered(self, error, untouched):
         """Whether a cell's error says only that exercises are not answered yet: it is a cell of an
         exercise left as released (its answer, its check), or it stopped in a release stub."""
-        last = error["error"].rstrip().splitlines()[-1:] or [""]
-        return (untouched and self.owners.get(error["cell"]) in untouched) or (untouched and last[0] in self.stubs)
+        last = (error["error"].rstrip().splitlines() or [""])[-1]
+        return bool(untouched) and (self.owners.get(error["cell"]) in untouched or last in self.stubs)
 
     def invalid_result(self, base, message, started):
         return invalid_result(self.spec, grade_cells(self.source), base, message, started)
