@@ -11,7 +11,7 @@ import nbformat
 import pytest
 
 from autograder.course.visibility import Visibility
-from autograder.grading.notebook import sanitize, stub_errors, unanswered
+from autograder.grading.notebook import owners, sanitize, stub_errors, unanswered
 from autograder.outputs.feedback import layout_of, render_feedback
 from autograder.runs.batch import grade_batch
 from autograder.service.views import student_view
@@ -73,7 +73,7 @@ def test_an_exercise_counts_as_answered_once_any_of_its_answer_cells_changed():
         elif grade_id == "ex5_script":
             cell.source += "\n# tried something"  # one of Exercise 5's two answer cells
     clean = sanitize(notebook, source, release)
-    left = unanswered(source, release, clean.cells)
+    left = unanswered(owners(source), release, clean.cells)
     assert "ex3" in left and "ex5" not in left and "ex1" in left
-    assert unanswered(source, release, sanitize(make_notebook(), source, release).cells) == set()
+    assert unanswered(owners(source), release, sanitize(make_notebook(), source, release).cells) == set()
     assert any(line.startswith("NotImplementedError: Not answered yet") for line in stub_errors(release))

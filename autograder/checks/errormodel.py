@@ -189,7 +189,6 @@ def message(chosen):
     return "Two things to fix here. " + " ".join(f"({n}) {m.message}" for n, m in enumerate(chosen, 1))
 
 
-
 def reproduced(session, assignment, grade_id, causes, seed):
     """{check name: passed} of `grade_id`'s checks on the reference with only the mutants `causes`
     ((exercise, mutant name), ...) made: the mistakes diagnoses named, alone, run here (trusted code)

@@ -54,7 +54,7 @@ class CheckResult:
     order: int = 0  # its place among the collected checks (each view lists them in this order)
     # A diagnosis: the error model's mutants it named (their names), whose code the grader can run.
     cause: tuple = ()
-    # Code with only the named mistake passes this check (errormodel.reproduces): the named mistake
+    # Code with only the named mistake passes this check (errormodel.mark_unexplained): the named mistake
     # does not explain its failure, so it keeps its own words (checks/rootcause.py).
     unexplained: bool = False
 

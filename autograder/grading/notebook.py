@@ -343,15 +343,16 @@ def stub_errors(release):
     return found
 
 
-def unanswered(source, release, cells):
+def unanswered(owned, release, cells):
     """The autograded cells none of whose answer cells the student touched: each answer cell of
-    theirs in `cells` ([(name, source)], sanitized) reads as the release's stub. A cell with no
-    answer of its own (it only checks earlier ones) is never unanswered."""
+    theirs in `cells` ([(name, source)], sanitized) reads as the release's stub. `owned` is
+    `owners(source)`. A cell with no answer of its own (it only checks earlier ones) is never
+    unanswered."""
     stubs = {m["grade_id"]: c.source.strip() for c in release.cells
              if (m := _meta(c)) and m.get("solution") and c.cell_type == "code"}
     given = dict(cells)
     answers = {}
-    for name, graded in owners(source).items():
+    for name, graded in owned.items():
         if name in stubs:
             answers.setdefault(graded, []).append(name)
     return {graded for graded, names in answers.items()

@@ -185,7 +185,7 @@ class GradingWorker:
         state = {"lost": student.lost, "lost_kind": student.lost_kind, "memory": memory}
         # An exercise left as released is one line, "not answered yet": its checks' messages and its
         # cells' tracebacks (a stub's NotImplementedError, a check cell's NameError) say nothing more.
-        untouched = unanswered(self.source, self.release, clean_cells)
+        untouched = unanswered(self.owners, self.release, clean_cells)
         shown_errors = [error for error in cell_errors if not self._says_unanswered(error, untouched)]
         result = build_result(spec, base, points, whole, ending_notes(notes, state, ending, student.fork_lost),
                               shown_errors, started, untouched)
