@@ -125,6 +125,15 @@ def _print_validation_problems(report):
         for name, found in report.diagnoses.items():
             for problem in found:
                 console.print(f"  [yellow]{name}[/yellow]: {problem}", highlight=False)
+    repairs = report.repairs
+    if repairs is not None and repairs.named:
+        console.print(f"Repairs: {repairs.named} mistakes are named as known ones; {len(repairs.repaired)} are in the"
+                      " error model's own words, so validate undid them in the student's code and graded it again:"
+                      f" every \"fails because of\" the feedback said held in {len(repairs.held)} of"
+                      f" {len(repairs.repaired)}" + (". Still failing once repaired:" if repairs.contradicted else "."),
+                      highlight=False)
+        for name, wrong in repairs.contradicted.items():
+            console.print(f"  [yellow]{name}[/yellow]: {', '.join(wrong)}", highlight=False)
 
 
 def _print_release_warm_up(what):

@@ -35,6 +35,9 @@ class CheckOutcome:
     # It fails as a consequence of the mistake its cell's feedback names ("above") or of an exercise
     # it builds on ("Exercise 3"): the feedback lists it under that cause, not as a failure of its own.
     because: str = ""
+    # A diagnosis: the names of the error model's mistakes it named, for the instructor's tools
+    # (`autograder validate` repairs them in the student's code, authoring/repair.py).
+    cause: list = field(default_factory=list)
 
 
 @dataclass
@@ -252,9 +255,9 @@ def _cells_of(tests):
 
 
 def _check_json(check):
-    """A CheckOutcome as JSON; `crash` and `because` only when set (most checks have neither)."""
+    """A CheckOutcome as JSON; `crash`, `because` and `cause` only when set (most checks have none)."""
     data = vars(check).copy()
-    for key in ("crash", "because"):
+    for key in ("crash", "because", "cause"):
         if not data[key]:
             del data[key]
     return data

@@ -33,7 +33,8 @@ MISTAKES_PER_CELL = 3  # every graded cell of every assignment: at least this ma
 @pytest.fixture(scope="module")
 def corpus_runs(tmp_path_factory):
     """corpus_runs(assignment) -> {label: (Validation, results folder)}: seeds 0-4, then seed 0
-    again on the same files. Graded once per assignment."""
+    again on the same files. Graded once per assignment; seed 0's also with the named mistakes
+    repaired (validate.check_repairs)."""
     cache = {}
 
     def get(assignment):
@@ -43,7 +44,7 @@ def corpus_runs(tmp_path_factory):
             for label, seed in [(str(s), s) for s in SEEDS] + [("0-again", 0)]:
                 out_dir = base / f"graded-{label}"
                 found[label] = (grade_corpus(COURSE.assignment(assignment), base / "submissions", seed, jobs=2,
-                                             out_dir=out_dir), out_dir)
+                                             out_dir=out_dir, repairs=label == "0"), out_dir)
             cache[assignment] = found
         return cache[assignment]
 

@@ -141,7 +141,7 @@ def test_a_check_the_named_mistake_alone_passes_keeps_its_own_words():
     """Issue 44: "fails because of the mistake above" is said only of a check that code with only the
     named mistake (the error model's mutant, run on the grader's side) also fails; one it passes
     shows a second mistake, and keeps its words."""
-    from autograder.checks.errormodel import mark_unexplained
+    from autograder.checks.errormodel import failure, mark_unexplained
     from autograder.checks.plugin import CheckResult
     from autograder.checks.rootcause import consequences, one_cause_per_cell
 
@@ -153,18 +153,29 @@ def test_a_check_the_named_mistake_alone_passes_keeps_its_own_words():
                diagnosis=True, cause=("unsliced-mask",)),
         result("test_reference_values[short]", False, "The outputs differ from the expected values."),
         result("test_reference_values[full]", False, "The scores are divided by sqrt(d_out), not sqrt(d_head)."),
+        result("test_causal", False, "Your code failed: forward raised TypeError: softmax() missing dim"
+                                     " (your line 7: w = torch.softmax(s)) Pass dim=-1."),
+        result("test_rows", False, "Your code failed: forward raised IndexError: out of range (your line 4: x[9])"),
         result("test_structure", True)])}
     asked = []
 
     def outcomes(grade_id, names):
         asked.append((grade_id, names))
-        return {"test_reference_values[short]": False, "test_reference_values[full]": True, "test_structure": True}
+        return {"test_reference_values[short]": (False, failure("The outputs differ from the expected values.")),
+                "test_reference_values[full]": (True, ""), "test_structure": (True, ""),
+                "test_causal": (False, failure("The weights above the diagonal are not zero.")),
+                "test_rows": (False, failure("Your code failed: forward raised IndexError: out of range"))}
 
     consequences(one_cause_per_cell(mark_unexplained(cells, outcomes)))
-    short, full = cells["ex6"].checks[1:3]
+    short, full, causal, rows = cells["ex6"].checks[1:5]
     assert asked == [("ex6", (("ex6", "unsliced-mask"),))]
     assert short.message == "" and short.because == "above"  # the mutant fails it too: a consequence
     assert full.message.startswith("The scores are divided") and not full.because  # a second mistake
+    # The mutant fails it another way (values, where the student's code raises): the crash is not
+    # what the named mistake does, so it keeps its words.
+    assert "TypeError" in causal.message and not causal.because
+    # The same error, the student's line aside: the named mistake raises it too.
+    assert rows.message == "" and rows.because == "above"
     unverified = {"ex6": CellResult("ex6", [result("test_diagnosis", False, "Named.", named=True, diagnosis=True),
                                             result("test_output_shape", False, "Generic words.")])}
     consequences(one_cause_per_cell(mark_unexplained(unverified, outcomes)))
@@ -176,7 +187,7 @@ def test_a_check_the_named_mistake_alone_passes_keeps_its_own_words():
 def test_fix_exercise_3_first_is_said_only_of_checks_the_named_upstream_mistake_also_fails():
     """A wrapper built on a CausalAttention whose mistake the error model named: a wrapper check that
     the reference wrapper passes on that mutant is the wrapper's own mistake, and keeps its words."""
-    from autograder.checks.errormodel import mark_unexplained
+    from autograder.checks.errormodel import failure, mark_unexplained
     from autograder.checks.plugin import CheckResult
     from autograder.checks.rootcause import consequences, one_cause_per_cell
 
@@ -189,7 +200,8 @@ def test_fix_exercise_3_first_is_said_only_of_checks_the_named_upstream_mistake_
 
     def outcomes(grade_id, causes):
         asked.append((grade_id, causes))
-        return {"test_reference_values": False, "test_heads_registered": True} if grade_id == "ex5" else None
+        return {"test_reference_values": (False, failure("Values differ.")),
+                "test_heads_registered": (True, "")} if grade_id == "ex5" else None
 
     mark_unexplained(cells, outcomes, {"ex5": ["ex3"]})
     consequences(root_cause_once(one_cause_per_cell(cells), {"ex5": ["ex3"]}))
@@ -197,3 +209,13 @@ def test_fix_exercise_3_first_is_said_only_of_checks_the_named_upstream_mistake_
     assert ("ex5", (("ex3", "not-scaled"),)) in asked
     assert "fix Exercise 3 first" in values.message  # the mutant's wrapper fails it too
     assert heads.message == "Keep the heads in an nn.ModuleList." and not heads.because  # its own mistake
+
+
+def test_a_failure_is_compared_by_the_error_the_code_raised():
+    from autograder.checks.errormodel import failure
+
+    assert failure("Your code failed: forward raised RuntimeError: sizes 10 and 7 (your line 3: x = a + b)") == \
+        failure("For token ids of shape (2, 5), your model failed: forward raised RuntimeError: sizes 9 and 4")
+    assert failure("Your code failed: forward raised TypeError: softmax()") != failure("The weights are not right.")
+    assert failure("forward raised TypeError: x") != failure("forward raised RuntimeError: x")
+    assert failure("The output has shape (1, 10, 12).") == failure("The output: found NaN values.") == "failed"

@@ -18,6 +18,7 @@ hidden check that breaks (named by file and line, which students never see).
 """
 import json
 import os
+import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +28,7 @@ import nbformat
 from autograder.authoring.errorcheck import check_error_model
 from autograder.authoring.corpus import SOLUTIONS, STUBS, check_outcomes, diagnose, judge, load, write_submissions
 from autograder.checks.plugin import COULD_NOT_RUN
+from autograder.checks.rootcause import exercise_number
 from autograder.course import CourseError, copy_assignment, derive_seed
 from autograder.course.settings import ValidateSettings
 from autograder.record import GRADED, cell_in_words
@@ -61,6 +63,7 @@ class Validation:
     from_public_code: set = field(default_factory=set)  # names of the entries with a `source`
     held_out: dict = field(default_factory=dict)  # entry name -> the diagnosis code it was held out from
     error_model: object = None  # authoring/errorcheck.ErrorModelReport
+    repairs: object = None  # RepairReport: the named mistakes undone in the entries' own code
     release_warm_up: str = ""  # what the sandbox did with the untouched release (see release_warm_up)
 
     @property
@@ -166,10 +169,11 @@ def release_warm_up(assignment, unsafe_no_sandbox=False):
     return str(hello.get("release_warm_up", "unknown: the sandbox did not say"))
 
 
-def grade_corpus(assignment, folder, seed, jobs, out_dir, only=None, unsafe_no_sandbox=False):
+def grade_corpus(assignment, folder, seed, jobs, out_dir, only=None, unsafe_no_sandbox=False, repairs=True):
     """Write the submissions to `folder`, grade them all, summarize.
 
-    `only` limits the corpus to the entries with these names.
+    `only` limits the corpus to the entries with these names; `repairs=False` leaves out grading the
+    entries again with their named mistakes undone (check_repairs).
     """
     from autograder.grading.notebook import grade_cells
     from autograder.outputs.results import ResultFiles
@@ -193,7 +197,9 @@ def grade_corpus(assignment, folder, seed, jobs, out_dir, only=None, unsafe_no_s
         results = {r.student_id: r for r in report.results}
         crashes = locate_crashes(copy, folder, results, seed, unsafe_no_sandbox)
         on_reference = reference_cell_errors(read_source(copy), results.get(SOLUTIONS))
+        repairs = check_repairs(copy, folder, entries, results, seed, jobs, unsafe_no_sandbox) if repairs else None
     validation = summarize(assignment.name, seed, cells, entries, results, report.seconds, assignment.builds_on)
+    validation.repairs = repairs
     if on_reference:
         validation.problems.setdefault(SOLUTIONS, []).extend(on_reference)
     if crashes:
@@ -203,6 +209,88 @@ def grade_corpus(assignment, folder, seed, jobs, out_dir, only=None, unsafe_no_s
     if validation.error_model.problems:
         validation.problems["error model"] = validation.error_model.problems
     return validation
+
+
+@dataclass
+class RepairReport:
+    """What repairing each named mistake in the entry's own code did (authoring/repair.py)."""
+    named: int = 0  # mistake entries whose feedback names known mistakes
+    repaired: list = field(default_factory=list)  # entries where every named mistake could be undone
+    contradicted: dict = field(default_factory=dict)  # entry -> ["<cell>: <check>", ...] still failing
+
+    @property
+    def held(self):
+        """The repaired entries where every promise held: each check listed as failing because of
+        the named mistake passes once it is undone."""
+        return [name for name in self.repaired if not self.contradicted.get(name)]
+
+
+def named_causes(result):
+    """{graded cell: [mutant names]} the feedback of `result` names (its diagnoses' causes)."""
+    return {cell.name: [name for check in cell.checks for name in check.cause] for cell in result.cells
+            if any(check.cause for check in cell.checks)}
+
+
+def promised(result, causes):
+    """The checks `result`'s feedback says fail because of a named mistake: [(cell, check name)]."""
+    repaired = {f"Exercise {exercise_number(cell)}" for cell in causes}
+
+    def follows(cell, because):
+        upstream = re.findall(r"Exercise \d+", because)
+        return cell in causes if because == "above" else bool(upstream) and set(upstream) <= repaired
+
+    return [(cell.name, check.name) for cell in result.cells for check in cell.checks
+            if not check.passed and check.because and follows(cell.name, check.because)]
+
+
+def check_repairs(assignment, folder, entries, results, seed, jobs, unsafe_no_sandbox=False):
+    """Grade each mistake entry again with the mistakes its feedback named undone in its own code,
+    and check every "fails because of" it promised (RepairReport)."""
+    from autograder.authoring.repair import repaired
+    from autograder.course.regions import read_regions
+    from autograder.checks import errormodel
+    from autograder.outputs.results import ResultFiles
+    from autograder.runs.batch import grade_batch
+    from autograder.runs.recording import graded_folder
+
+    model = errormodel.load(assignment.folder)
+    reference = read_regions(assignment.solutions)
+    report, todo, claims = RepairReport(), [], {}
+    out = Path(folder) / "repaired"
+    for entry in entries:
+        result = results.get(entry.name)
+        causes = named_causes(result) if entry.outcome == "mistake" and result and result.status == GRADED else {}
+        if not causes:
+            continue
+        report.named += 1
+        mutants = [mutant for cell, names in causes.items() for mutant in model.get(cell, []) if mutant.name in names]
+        notebook = nbformat.read(Path(folder) / f"{entry.name}.ipynb", as_version=4)
+        answers = {cell.metadata["nbgrader"]["grade_id"]: cell for cell in notebook.cells
+                   if cell.metadata.get("nbgrader", {}).get("solution") and cell.cell_type == "code"}
+        fixed = repaired({name: cell.source for name, cell in answers.items()}, mutants, reference)
+        if fixed is None:
+            continue
+        for name, cell in answers.items():
+            cell.source = fixed[name]
+        out.mkdir(parents=True, exist_ok=True)
+        nbformat.write(notebook, out / f"{entry.name}.ipynb")
+        todo.append(out / f"{entry.name}.ipynb")
+        claims[entry.name] = promised(result, causes)
+        report.repaired.append(entry.name)
+    if not todo:
+        return report
+    graded = graded_folder(assignment, out / "graded")
+    again = grade_batch(assignment, todo, [ResultFiles(graded)], out_dir=graded, jobs=jobs or os.cpu_count() or 1,
+                        force=True, seed=seed, unsafe_no_sandbox=unsafe_no_sandbox)
+    after = {r.student_id: r for r in again.results}
+    for name in report.repaired:
+        now = after.get(name)
+        passed = {(cell.name, check.name) for cell in (now.cells if now and now.status == GRADED else [])
+                  for check in cell.checks if check.passed}
+        wrong = [f"{cell}: {check}" for cell, check in claims[name] if (cell, check) not in passed]
+        if wrong:
+            report.contradicted[name] = wrong
+    return report
 
 
 def reference_cell_errors(source, solved):

@@ -19,6 +19,7 @@ API (`NamespaceStudent`) as the student's code in its sandbox.
 """
 import functools
 import itertools
+import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -200,12 +201,24 @@ def reproduced(session, assignment, grade_id, causes, seed):
     if found is None:
         return None
     cells = session.run_views(NamespaceStudent(vars(found)), seed, cells=[grade_id], diagnoses=False).cells
-    return {check.name: check.passed for check in cells[grade_id].checks}
+    return {check.name: (check.passed, failure(check.message)) for check in cells[grade_id].checks}
+
+
+_RAISED = re.compile(r"\braised (\w+(?:\.\w+)*)")
+
+
+def failure(message):
+    """How a check failed, in a form the student's code and a mutant can share: the kind of error
+    its code raised ("raised TypeError"), or "failed" (wrong values, shapes or structure, in words
+    that name the student's classes and lines, and do not compare)."""
+    raised = _RAISED.search(message or "")
+    return f"raised {raised.group(1)}" if raised else "failed"
 
 
 def mark_unexplained(cells, outcomes, builds_on=None):
     """Mark, in place, the failing checks that the named mistakes do not explain: code with only
-    those mistakes passes them (`outcomes(grade_id, causes)`, `reproduced`'s answer). The mistakes
+    those mistakes passes them, or fails them another way (an error where it has wrong values, or
+    another error), by `outcomes(grade_id, causes)`, `reproduced`'s answer. The mistakes
     are the cell's own diagnosis's mutants or, where it has none, those of every failing cell it
     builds on (`builds_on`), when each of those named one. Such a check keeps its own words: "fails
     because of the mistake above" and "fix Exercise 3 first" are said only of a check that the
@@ -220,8 +233,11 @@ def mark_unexplained(cells, outcomes, builds_on=None):
                     and cells[up].fraction < 1]
         if not causes and upstream and all(causes_of(up) for up in upstream):
             causes = tuple(cause for up in upstream for cause in causes_of(up))
-        passed = outcomes(grade_id, causes) if causes else None
-        for check in cell.checks if passed else ():
-            if not check.passed and not check.diagnosis and passed.get(check.name):
+        theirs = outcomes(grade_id, causes) if causes else None
+        for check in cell.checks if theirs else ():
+            if check.passed or check.diagnosis or check.name not in theirs:
+                continue
+            passed, how = theirs[check.name]
+            if passed or how != failure(check.message):
                 check.unexplained = True
     return cells

@@ -431,7 +431,8 @@ def _cell_score(grade_id, score, out_of, checked, untouched):
 
 def _outcome(check):
     return CheckOutcome(name=check.name, description=check.description, passed=check.passed, weight=check.weight,
-                        message=check.message, crash=check.crash, because=getattr(check, "because", ""))
+                        message=check.message, crash=check.crash, because=getattr(check, "because", ""),
+                        cause=list(getattr(check, "cause", ()) or ()))
 
 
 def build_result(spec, base, points, checks, notes, cell_errors, started, untouched=()):
