@@ -126,11 +126,12 @@ def _print_validation_problems(report):
             for problem in found:
                 console.print(f"  [yellow]{name}[/yellow]: {problem}", highlight=False)
     repairs = report.repairs
-    if repairs is not None and repairs.named:
-        console.print(f"Repairs: {repairs.named} mistakes are named as known ones; {len(repairs.repaired)} are in the"
-                      " error model's own words, so validate undid them in the student's code and graded it again:"
-                      f" every \"fails because of\" the feedback said held in {len(repairs.held)} of"
-                      f" {len(repairs.repaired)}" + (". Still failing once repaired:" if repairs.contradicted else "."),
+    if repairs is not None and repairs.promising:
+        console.print(f"Repairs: {repairs.promising} mistakes get feedback that says a check fails because of"
+                      f" another mistake; validate repaired that cause in the student's code and graded it again"
+                      f" for {len(repairs.tested)} of them (the others' causes are not in the error model's own words):"
+                      f" {repairs.lines - sum(map(len, repairs.contradicted.values()))} of {repairs.lines} such"
+                      " lines held" + (". Still failing once repaired:" if repairs.contradicted else "."),
                       highlight=False)
         for name, wrong in repairs.contradicted.items():
             console.print(f"  [yellow]{name}[/yellow]: {', '.join(wrong)}", highlight=False)

@@ -36,7 +36,7 @@ class CheckOutcome:
     # it builds on ("Exercise 3"): the feedback lists it under that cause, not as a failure of its own.
     because: str = ""
     # A diagnosis: the names of the error model's mistakes it named, for the instructor's tools
-    # (`autograder validate` repairs them in the student's code, authoring/repair.py).
+    # (`autograder validate` repairs them in the student's code, checks/repair.py).
     cause: list = field(default_factory=list)
 
 

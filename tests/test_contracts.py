@@ -22,7 +22,7 @@ def test_the_probe_list_is_the_in_process_students_methods_and_the_proxys():
     assert len(set(wire.PROBES)) == len(wire.PROBES)
     assert public_methods(NamespaceStudent) == set(wire.PROBES)  # a new probe is a method there and a name here
     # the proxy: one method per probe, and its own bookkeeping, which the sandbox is never asked
-    assert public_methods(SandboxStudent) - set(wire.PROBES) == {"forked", "lose", "state_now", "what_ifs"}
+    assert public_methods(SandboxStudent) - set(wire.PROBES) == {"forked", "lose", "repairing", "state_now", "what_ifs"}
     assert all(getattr(SandboxStudent, name).__name__ == name for name in wire.PROBES)
 
 

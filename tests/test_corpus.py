@@ -368,3 +368,14 @@ def test_no_message_of_the_corpus_has_words_a_machine_can_tell_are_wrong(corpus_
                 if problems := wording_problems(message):
                     found.setdefault(name, []).extend(problems)
     assert found == {}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_every_fails_because_of_holds_once_its_cause_is_repaired(corpus_runs, assignment):
+    """Issue 44: validate grades each entry again with the causes its feedback names repaired in its
+    own code (validate.check_repairs): no check the feedback said fails because of them still fails."""
+    report, _ = corpus_runs(assignment)["0"]
+    repairs = report.repairs
+    assert repairs.tested and repairs.lines >= 2 * len(repairs.tested)  # it tested promises, many of them
+    assert repairs.contradicted == {}

@@ -402,6 +402,34 @@ def test_a_sealed_fork_can_pass_nothing_back_to_the_submission(box):
     expect_a_normal_world(box)
 
 
+def test_a_repair_runs_only_sealed_and_the_submission_finds_everything_as_it_left_it(box):
+    """Issue 44: a repair run (grading/repairs.py) runs the student's cells again with a named
+    mistake fixed, or the reference's answer in place of theirs, and the checks are asked again
+    there. It runs in a sealed fork alone: never in the submission itself or an ordinary fork, and
+    what it ran (the reference's code) is gone afterwards; it cannot write a file either."""
+    reply, student = run(box, "def f(x):\n    return x * 2\n", "value = f(3)",
+                         "import os\ndef leaked():\n    return os.path.exists('/tmp/leak.txt')")
+    assert reply[0] == "ran" and not any(entry["error"] for entry in reply[1]), reply
+    repair = [["cell 0", "def f(x):\n    return x + 100\n"], ["cell 1", "value = f(3)"]]
+    assert box.probe("repair", [repair], {}) == ["refused", "repairs are run in a sealed fork only"]
+    assert box.open_fork(sealed=False) == ""
+    assert box.probe("repair", [repair], {})[0] == "refused"
+    assert box.close_fork() == ("joined", "ok")
+    with student.repairing([tuple(cell) for cell in repair]) as raised:
+        assert raised == ["", ""]
+        assert student.value("value") == 103 and student.call("f", 1) == 101  # every probe, there
+    with student.repairing([("cell 0", "print('to nowhere'); open('/tmp/leak.txt', 'w').write('x')")]) as raised:
+        assert raised == ["PermissionError"]  # a sealed process opens no file
+    assert student.value("value") == 6 and student.call("f", 1) == 2
+    assert student.call("f", 5) == 10 and student.lost is None and student.call("leaked") is False
+    assert box.probe("call", ("f", 1), {})[1] == 2
+    with student.repairing([("cell 0", "import os\nos._exit(3)")]) as raised:
+        assert raised is None  # the fork ended under it: nothing to tell, and it costs the student nothing
+    assert student.lost is None and student.call("f", 2) == 4
+    box.finish()
+    expect_a_normal_world(box)
+
+
 def test_no_sealed_fork_while_the_submission_left_a_thread_running(box):
     """A thread of the student's left running could watch a sealed fork (its memory, its time): the
     what-ifs are then not run at all, and the submission goes on as before."""

@@ -19,7 +19,9 @@ def sample(student="ada", status="graded"):
               CheckOutcome("test_rows[1]", "rows sum to 1", False, 1.0, "Softmax ran over the wrong dimension."),
               CheckOutcome("test_mask", "masks the future", False, 1.0, "This check could not run (NameError).",
                            crash=CRASH),
-              CheckOutcome("test_leak", "no future leak", False, 1.0, because="above")]
+              CheckOutcome("test_leak", "no future leak", False, 1.0, because="above"),
+              CheckOutcome("test_diagnosis", "your answer and the common mistakes", False, 0.0, "Not scaled.",
+                           cause=["not-scaled"])]
     cells = [CellScore("ex1", 2.0, 2.0, "all good", unanswered=True), CellScore("ex3", 1.5, 5.0, "see below", checks)]
     return make_result(student, cells, status, score=3.0, output=f"{student}: 3 / 7 points",
                        notes=["the read-only cell check-01 was edited (restored)"],
@@ -63,8 +65,9 @@ def test_a_broken_check_is_kept_for_the_ta_and_only_where_one_broke():
     result = sample()
     assert result.check_crashes() == [("ex3", "test_mask", CRASH)]
     checks = [check for test in result.to_json()["tests"] for check in test["extra_data"]["checks"]]
-    assert [check.get("crash") for check in checks] == [None, None, CRASH, None]  # no empty field on every check
-    assert [check.get("because") for check in checks] == [None, None, None, "above"]
+    assert [check.get("crash") for check in checks] == [None, None, CRASH, None, None]  # no empty field on every check
+    assert [check.get("because") for check in checks] == [None, None, None, "above", None]
+    assert [check.get("cause") for check in checks] == [None, None, None, None, ["not-scaled"]]
     assert Result.from_json(result.to_json()).check_crashes() == result.check_crashes()
     assert make_result("ben", [("ex3", 5.0, 5.0)]).check_crashes() == []
 

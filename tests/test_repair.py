@@ -1,7 +1,11 @@
-"""Issue 44: validate undoes the mistakes the feedback named in the student's own code (authoring/
-repair.py) and grades it again, to test every "fails because of the mistake above" it said."""
-from autograder.authoring.repair import repaired, undo
-from autograder.authoring.validate import named_causes, promised
+"""Issue 44: "fails because of the mistake above" and "fix Exercise 3 first" are said only where a
+repair run shows them: the named mistakes undone in the student's own code (checks/repair.py,
+grading/repairs.py), the checks asked again in a sealed fork; and validate grades every corpus
+entry again with its causes repaired, to test what is still said (authoring/validate.py)."""
+import pytest
+
+from autograder.checks.repair import repaired, undo
+from autograder.authoring.validate import named_causes, promises
 from autograder.checks.errormodel import Mutant
 from autograder.record import CellScore, CheckOutcome, Result
 
@@ -37,7 +41,7 @@ def test_every_named_mutant_is_undone_or_none_is():
     assert repaired({"ex1_answer": "w = s.softmax(dim=1)", "ex2_answer": "k = mask"}, [one, two]) is None
 
 
-def test_the_promises_are_the_consequences_of_repaired_cells():
+def test_the_promises_are_every_check_said_to_fail_because_of_something():
     def check(name, passed, because="", cause=()):
         return CheckOutcome(name, name, passed, because=because, cause=list(cause))
 
@@ -46,11 +50,12 @@ def test_the_promises_are_the_consequences_of_repaired_cells():
                                        check("own", False), check("ok", True)]),
         CellScore("ex5", 0, 1, checks=[check("w", False, "Exercise 3"), check("x", False, "Exercise 3 and Exercise 4")]),
         CellScore("ex6", 0, 1, checks=[check("y", False, "above")])])
-    causes = named_causes(result)
-    assert causes == {"ex3": ["not-scaled"]}
-    # ex6's "above" points at a mistake no diagnosis named (a check's own words): nothing to repair;
-    # ex5's second check also waits for Exercise 4, which nothing named either
-    assert promised(result, causes) == [("ex3", "v"), ("ex5", "w")]
+    assert named_causes(result) == {"ex3": ["not-scaled"]}
+    own, upstream = promises(result)
+    # "above": the mistake named in the same cell (ex6's is named by a check's words, which validate
+    # cannot undo; check_repairs then counts the entry as not tested)
+    assert own == {("ex3", "v"), ("ex6", "y")}
+    assert upstream == {("ex5", "w"): {"3"}, ("ex5", "x"): {"3", "4"}}
 
 
 def test_a_repair_written_from_its_first_line_on_sits_as_deep_as_the_reference_says():
@@ -61,3 +66,79 @@ def test_a_repair_written_from_its_first_line_on_sits_as_deep_as_the_reference_s
     one = Mutant("ex1", "m", "m", (("ex1_answer", old, "y = x + 1"),))
     assert repaired({"ex1_answer": student}, [one], {"ex1_answer": reference}) == {
         "ex1_answer": "def g(a):\n  y = x + 1\n  if y:\n      y = 2\n  return y\n"}
+
+
+def test_a_repair_run_is_the_named_fix_or_the_reference_upstream_then_every_cell_up_to_the_checked_one():
+    from autograder.grading.repairs import Planner
+
+    cells = [("given", "import torch"), ("ex1_answer", "w = s.softmax(dim=1)"), ("check-01", "assert w"),
+             ("ex2_answer", "class A: y = 2"), ("ex2_script", "a = A()"), ("ex3_answer", "b = a")]
+    owners = {"ex1_answer": "ex1", "check-01": "ex1", "ex2_answer": "ex2", "ex2_script": "ex2", "ex3_answer": "ex3"}
+    model = {"ex1": [Mutant("ex1", "dim", "m", (("ex1_answer", "dim=-1)", "dim=1)"),))],
+             "ex2": [Mutant("ex2", "empty", "m", (("ex2_answer", "x = 1", "y = 2"),))]}
+    reference = {"ex1_answer": "w = s.softmax(dim=-1)", "ex2_answer": "### BEGIN SOLUTION\nclass A:\n    x = 1\n### END SOLUTION"}
+    planner = Planner(cells, {"check-01": True}, owners, model, reference)
+    own = planner.own("ex1", ("dim",))
+    assert own.kind == "own" and own.cells == (("ex1_answer", "w = s.softmax(dim=-1)"), ("check-01", "assert w"))
+    assert own.raised == (False, True)
+    assert planner.own("ex1", ("no-such-mistake",)) is None and planner.own("ex1", ()) is None
+    up = planner.upstream("ex3", {"ex2": ("empty",)})
+    assert up.cells == (("ex2_answer", "class A: x = 1"), ("ex2_script", "a = A()"), ("ex3_answer", "b = a"))
+    # an exercise it builds on that named no mistake: nothing to undo, so the reference's answers
+    # (read as one bit: checks/plugin.py)
+    ref = planner.upstream("ex3", {"ex2": ("empty",), "ex1": ()})
+    assert ref.kind == "reference" and ref.cells[0] == ("ex1_answer", "w = s.softmax(dim=-1)")
+    assert ("ex2_answer", "class A:\n    x = 1") in ref.cells and ref.cells[-1] == ("ex3_answer", "b = a")
+    # it tells nothing where a cell that ran cleanly now stops on what only the seal refuses; another
+    # new error is the repair's own outcome (the student's later code relies on the mistake)
+    assert own.lines_up(["", ""]) and own.lines_up(["", "AssertionError"]) and own.lines_up(["AttributeError", ""])
+    assert not own.lines_up(["PermissionError", ""]) and not own.lines_up(["ModuleNotFoundError", "AssertionError"])
+    assert own.lines_up(["", "PermissionError"])  # that cell raised before too
+    assert not own.lines_up(None) and not own.lines_up([""])
+
+
+def test_a_repair_run_decides_what_follows_from_the_named_mistake():
+    """Where a repair run fixed the named mistake, a check is a consequence only if it passes there:
+    the trusted reproduction (the mutant alone) is not asked."""
+    from autograder.checks.errormodel import mark_unexplained
+    from autograder.checks.plugin import CheckResult
+    from autograder.checks.runner import CellResult
+
+    def result(name, passed, message="", **kw):
+        return CheckResult("ex6", name, name, 1.0, passed, message, **kw)
+
+    cells = {"ex6": CellResult("ex6", [result("test_diagnosis", False, "Slice the mask.", named=True, diagnosis=True,
+                                              cause=("mask-not-sliced",)),
+                                       result("test_short", False, "forward raised RuntimeError: sizes"),
+                                       result("test_full", False, "forward raised RuntimeError: sizes"),
+                                       result("test_new", False, "forward raised RuntimeError: sizes")])}
+
+    def never(grade_id, causes):
+        raise AssertionError("the repair run has answered")
+
+    mark_unexplained(cells, never, repaired={"ex6": {"test_short": True, "test_full": False}})
+    assert [check.unexplained for check in cells["ex6"].checks] == [False, False, True, True]
+
+
+@pytest.mark.slow
+def test_a_wrapper_with_its_own_mistakes_is_not_told_to_fix_exercise_3_first(tmp_path):
+    """h44-a: the mask hides the diagonal (Exercise 3, named), and the wrapper's heads are full size
+    and drop the bias option (Exercise 5's own). With Exercise 3's mistake undone in a repair run
+    the wrapper's checks still fail: they keep their own words; only those the repair makes pass
+    wait for Exercise 3. Graded in the sandbox, and then again by validate with the cause repaired."""
+    from autograder.authoring.validate import grade_corpus
+
+    from helpers import COURSE
+
+    name = "h44-a-ex3-diagonal-masked-ex5-full-heads-bias-dropped"
+    report = grade_corpus(COURSE.assignment("causal_attention"), tmp_path / "submissions", 0, 2, tmp_path / "graded",
+                          only={name})
+    cells = {cell.name: cell for cell in report.results[name].cells}
+    assert [check.cause for check in cells["ex3"].checks if check.cause] == [["diagonal-masked"]]
+    shape = next(check for check in cells["ex5"].checks if check.name.startswith("test_output_shape") and check.message)
+    assert "every head returns d_out features" in shape.message and not shape.because
+    waiting = [check for check in cells["ex5"].checks if check.because]
+    assert all("fix Exercise 3 first" not in check.message for check in cells["ex5"].checks if not check.passed
+               and check.name.startswith("test_output_shape"))
+    assert report.repairs.tested == [name] and report.repairs.contradicted == {}
+    assert report.repairs.lines >= len(waiting) + sum(1 for check in cells["ex3"].checks if check.because)

@@ -213,16 +213,17 @@ def grade_corpus(assignment, folder, seed, jobs, out_dir, only=None, unsafe_no_s
 
 @dataclass
 class RepairReport:
-    """What repairing each named mistake in the entry's own code did (authoring/repair.py)."""
-    named: int = 0  # mistake entries whose feedback names known mistakes
-    repaired: list = field(default_factory=list)  # entries where every named mistake could be undone
+    """What the feedback's "fails because of" promises did once their cause was repaired in the
+    entry's own code (`check_repairs`)."""
+    promising: int = 0  # mistake entries whose feedback says some check fails because of something
+    tested: list = field(default_factory=list)  # entries whose every promise could be tested
+    lines: int = 0  # promises tested (a check in a cell), across the corpus
     contradicted: dict = field(default_factory=dict)  # entry -> ["<cell>: <check>", ...] still failing
 
     @property
     def held(self):
-        """The repaired entries where every promise held: each check listed as failing because of
-        the named mistake passes once it is undone."""
-        return [name for name in self.repaired if not self.contradicted.get(name)]
+        """The tested entries where every promise held."""
+        return [name for name in self.tested if not self.contradicted.get(name)]
 
 
 def named_causes(result):
@@ -231,24 +232,30 @@ def named_causes(result):
             if any(check.cause for check in cell.checks)}
 
 
-def promised(result, causes):
-    """The checks `result`'s feedback says fail because of a named mistake: [(cell, check name)]."""
-    repaired = {f"Exercise {exercise_number(cell)}" for cell in causes}
-
-    def follows(cell, because):
-        upstream = re.findall(r"Exercise \d+", because)
-        return cell in causes if because == "above" else bool(upstream) and set(upstream) <= repaired
-
-    return [(cell.name, check.name) for cell in result.cells for check in cell.checks
-            if not check.passed and check.because and follows(cell.name, check.because)]
+def promises(result):
+    """The checks `result`'s feedback says fail because of something: ({(cell, check)} because of
+    the mistake named above them, {(cell, check): {"3", ...}} because of the exercises it names)."""
+    own, upstream = set(), {}
+    for cell in result.cells:
+        for check in cell.checks:
+            if check.passed or not check.because:
+                continue
+            if check.because == "above":
+                own.add((cell.name, check.name))
+            else:
+                upstream[(cell.name, check.name)] = set(re.findall(r"Exercise (\d+)", check.because))
+    return own, upstream
 
 
 def check_repairs(assignment, folder, entries, results, seed, jobs, unsafe_no_sandbox=False):
-    """Grade each mistake entry again with the mistakes its feedback named undone in its own code,
-    and check every "fails because of" it promised (RepairReport)."""
-    from autograder.authoring.repair import repaired
-    from autograder.course.regions import read_regions
+    """Grade each mistake entry again with the causes its feedback names repaired, and check every
+    "fails because of" it promised (RepairReport): a check said to fail because of the mistake
+    above passes once the mistakes named there are undone in the entry's own code (checks/repair.py;
+    only where they are in the error model's words); one said to wait for Exercise N passes once
+    that exercise's answers are the reference's."""
     from autograder.checks import errormodel
+    from autograder.checks.repair import repaired
+    from autograder.course.regions import read_regions, strip_solution_markers
     from autograder.outputs.results import ResultFiles
     from autograder.runs.batch import grade_batch
     from autograder.runs.recording import graded_folder
@@ -257,39 +264,59 @@ def check_repairs(assignment, folder, entries, results, seed, jobs, unsafe_no_sa
     reference = read_regions(assignment.solutions)
     report, todo, claims = RepairReport(), [], {}
     out = Path(folder) / "repaired"
+    out.mkdir(parents=True, exist_ok=True)
+
+    def write(entry, kind, sources):
+        notebook = nbformat.read(Path(folder) / f"{entry.name}.ipynb", as_version=4)
+        for cell in notebook.cells:
+            name = cell.metadata.get("nbgrader", {}).get("grade_id")
+            if name in sources and cell.cell_type == "code":
+                cell.source = sources[name]
+        todo.append(out / f"{entry.name}--{kind}.ipynb")
+        nbformat.write(notebook, todo[-1])
+
     for entry in entries:
         result = results.get(entry.name)
-        causes = named_causes(result) if entry.outcome == "mistake" and result and result.status == GRADED else {}
-        if not causes:
+        if entry.outcome != "mistake" or not result or result.status != GRADED:
             continue
-        report.named += 1
-        mutants = [mutant for cell, names in causes.items() for mutant in model.get(cell, []) if mutant.name in names]
-        notebook = nbformat.read(Path(folder) / f"{entry.name}.ipynb", as_version=4)
-        answers = {cell.metadata["nbgrader"]["grade_id"]: cell for cell in notebook.cells
-                   if cell.metadata.get("nbgrader", {}).get("solution") and cell.cell_type == "code"}
-        fixed = repaired({name: cell.source for name, cell in answers.items()}, mutants, reference)
-        if fixed is None:
+        own, upstream = promises(result)
+        if not own and not upstream:
             continue
-        for name, cell in answers.items():
-            cell.source = fixed[name]
-        out.mkdir(parents=True, exist_ok=True)
-        nbformat.write(notebook, out / f"{entry.name}.ipynb")
-        todo.append(out / f"{entry.name}.ipynb")
-        claims[entry.name] = promised(result, causes)
-        report.repaired.append(entry.name)
+        report.promising += 1
+        causes, testable = named_causes(result), True
+        if own:
+            mutants = [mutant for cell, names in causes.items() for mutant in model.get(cell, []) if mutant.name in names]
+            cells = {cell for cell, _ in own}
+            notebook = nbformat.read(Path(folder) / f"{entry.name}.ipynb", as_version=4)
+            answers = {cell.metadata["nbgrader"]["grade_id"]: cell.source for cell in notebook.cells
+                       if cell.metadata.get("nbgrader", {}).get("solution") and cell.cell_type == "code"}
+            fixed = repaired(answers, mutants, reference) if cells <= set(causes) else None
+            if fixed is None:
+                testable = False  # a mistake named by a check's or the values' words, or in other words
+            else:
+                write(entry, "own", fixed)
+                claims[f"{entry.name}--own"] = (entry.name, sorted(own))
+        if upstream:
+            numbers = set().union(*upstream.values())
+            write(entry, "upstream", {name: strip_solution_markers(text) for name, text in reference.items()
+                                      if exercise_number(name.rsplit("_", 1)[0]) in numbers})
+            claims[f"{entry.name}--upstream"] = (entry.name, sorted(upstream))
+        if testable:
+            report.tested.append(entry.name)
     if not todo:
         return report
     graded = graded_folder(assignment, out / "graded")
     again = grade_batch(assignment, todo, [ResultFiles(graded)], out_dir=graded, jobs=jobs or os.cpu_count() or 1,
                         force=True, seed=seed, unsafe_no_sandbox=unsafe_no_sandbox)
     after = {r.student_id: r for r in again.results}
-    for name in report.repaired:
-        now = after.get(name)
+    for student, (name, promised) in claims.items():
+        now = after.get(student)
         passed = {(cell.name, check.name) for cell in (now.cells if now and now.status == GRADED else [])
                   for check in cell.checks if check.passed}
-        wrong = [f"{cell}: {check}" for cell, check in claims[name] if (cell, check) not in passed]
+        report.lines += len(promised)
+        wrong = [f"{cell}: {check}" for cell, check in promised if (cell, check) not in passed]
         if wrong:
-            report.contradicted[name] = wrong
+            report.contradicted.setdefault(name, []).extend(wrong)
     return report
 
 

@@ -215,19 +215,30 @@ def failure(message):
     return f"raised {raised.group(1)}" if raised else "failed"
 
 
-def mark_unexplained(cells, outcomes, builds_on=None):
-    """Mark, in place, the failing checks that the named mistakes do not explain: code with only
-    those mistakes passes them, or fails them another way (an error where it has wrong values, or
-    another error), by `outcomes(grade_id, causes)`, `reproduced`'s answer. The mistakes
-    are the cell's own diagnosis's mutants or, where it has none, those of every failing cell it
-    builds on (`builds_on`), when each of those named one. Such a check keeps its own words: "fails
-    because of the mistake above" and "fix Exercise 3 first" are said only of a check that the
-    named mistakes alone also fail (checks/rootcause.py)."""
+def mark_unexplained(cells, outcomes, builds_on=None, repaired=None):
+    """Mark, in place, the failing checks that the named mistakes do not explain; such a check
+    keeps its own words: "fails because of the mistake above" and "fix Exercise 3 first" are said
+    only of the others (checks/rootcause.py).
+
+    Where a repair run fixed the named mistake in the student's own code (`repaired`: {grade id:
+    {check name: passed}}, checks/plugin.py `run_repairs`), a check is explained only if it passes
+    there. Elsewhere the grader runs the named mistakes alone (`outcomes(grade_id, causes)`,
+    `reproduced`'s answer): a check that code passes, or fails another way (an error where it has
+    wrong values, or another error), is not explained. The mistakes are the cell's own diagnosis's
+    mutants or, where it has none, those of every failing cell it builds on (`builds_on`), when each
+    of those named one. `autograder validate` tests what is still said by undoing the mistakes in
+    the student's code (authoring/validate.py `check_repairs`)."""
     def causes_of(grade_id):
         named = next((check for check in cells[grade_id].checks if check.diagnosis and check.cause), None)
         return tuple((grade_id, name) for name in named.cause) if named is not None else ()
 
     for grade_id, cell in cells.items():
+        after = (repaired or {}).get(grade_id)
+        if after is not None:
+            for check in cell.checks:
+                if not check.passed and not check.diagnosis and not after.get(check.name, False):
+                    check.unexplained = True
+            continue
         causes = causes_of(grade_id)
         upstream = [up for up in (builds_on or {}).get(grade_id, ()) if up in cells and cells[up].checks
                     and cells[up].fraction < 1]

@@ -151,6 +151,8 @@ class GradingPlugin:
         self.found = {}  # grade id -> what its diagnosis found in this submission (said in every view)
         self.pending = []  # diagnoses waiting for their what-if runs
         self.causes = {}  # grade id -> the mutants its diagnosis named (CheckResult.cause)
+        self.repaired = {}  # grade id -> {check name: passed} once a repair run fixed its named mistake
+        self.repaired_views = {}  # level -> `repaired` as it was for that level's view
         self.only, self.with_diagnoses = (set(cells) if cells is not None else None), diagnoses
         self._order, self._cells = {}, set()
 
@@ -179,11 +181,16 @@ class GradingPlugin:
                     self.results = [result for result in self.results if not result.diagnosis]  # said anew
                 _run_in_order(protocol, own)
                 _run_in_order(protocol, [item for item in diagnoses if level_of[item.nodeid] <= level])
-                self.finish_pending(last=level == levels[-1])
+                repairs = getattr(self._student, "repairs", None) is not None and any(
+                    not result.passed and not result.diagnosis for result in self.results)
+                self.finish_pending(last=level == levels[-1] and not repairs)
+                if repairs:
+                    self.run_repairs(protocol, [item for item in checks if level_of[item.nodeid] <= level])
                 if level != levels[-1]:
                     state = getattr(self._student, "state_now", None)
                     self.views[level] = ([dataclasses.replace(result) for result in self.results],
                                          state() if state is not None else {})
+                    self.repaired_views[level] = dict(self.repaired)
 
     def _level(self, item):
         return 0 if self.levels is None else self.levels(grade_id_of(item), item.name)
@@ -232,6 +239,42 @@ class GradingPlugin:
                 self.found[grade_id] = found
                 if said:
                     self._insert_diagnosis(item, message_of_text(said))
+
+    def run_repairs(self, protocol, items):
+        """Ask each failing cell's checks (among `items`, run so far) again where the mistake its
+        feedback names is fixed: a repair run (grading/repairs.py) from the student's `repairs`
+        planner, in a sealed fork (`student.repairing`). Sets `repaired`: {grade id: {check name:
+        passed}}, a fixed-inputs check passing only with the checks it needs; a cell whose repair
+        could not be made, or did not line up, has none. Only pass or fail is kept: what the fork
+        said is never quoted; after a repair with the reference's answers in it, only whether all
+        passed (grading/repairs.py says why)."""
+        planner, builds_on = self._student.repairs, self.assignment.builds_on
+        failing = {result.grade_id for result in self.results if not result.passed and not result.diagnosis}
+        self.repaired = {}
+        for grade_id in sorted(failing, key=lambda cell: min(self._order.get(item.nodeid, 0) for item in items
+                                                             if grade_id_of(item) == cell)):
+            upstream = [cell for cell in builds_on.get(grade_id, ()) if cell in failing]
+            causes = self.causes.get(grade_id, ())
+            repair = planner.upstream(grade_id, {cell: self.causes.get(cell, ()) for cell in upstream}) if upstream \
+                else planner.own(grade_id, causes) if causes else None
+            if repair is None:
+                continue
+            saved, self.results = self.results, [result for result in self.results
+                                                 if result.grade_id not in (grade_id, *upstream)]
+            try:
+                with self._student.repairing(repair.cells) as raised:
+                    if repair.lines_up(raised):
+                        _run_in_order(protocol, [item for item in items if grade_id_of(item) == grade_id])
+                        if getattr(self._student, "lost", None):
+                            continue  # the fork ended under the checks: it showed nothing
+                        again = [result for result in self.results if result.grade_id == grade_id]
+                        failed = {result.name.split("[")[0] for result in again if not result.passed}
+                        passed = {result.name: result.passed and not set(result.needs) & failed for result in again}
+                        if repair.kind == "reference":  # one bit: its fork held a reference answer
+                            passed = dict.fromkeys(passed, all(passed.values()))
+                        self.repaired[grade_id] = passed
+            finally:
+                self.results = saved
 
     def pytest_configure(self, config):
         for name, description in MARKERS.items():

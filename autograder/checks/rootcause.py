@@ -132,7 +132,9 @@ def consequences(cells):
         upstream = next((found for message in said if (found := UPSTREAM.search(message))), None)
         because = upstream.group(0).removeprefix("fix ").removeprefix("Fix ").removesuffix(" first") if upstream else "above"
         for check in failing:
-            if not check.message and not getattr(check, "diagnosis", False):
+            # (one that the named mistake does not explain, quieted by a failing check it needs, is
+            # not said to follow from it: errormodel.mark_unexplained)
+            if not check.message and not getattr(check, "diagnosis", False) and not getattr(check, "unexplained", False):
                 check.because = because
     return cells
 

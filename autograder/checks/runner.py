@@ -85,9 +85,13 @@ def by_cell(cells, checks):
 class Views:
     """One submission's check outcomes: `cells` the whole result ({grade id: CellResult}), and for
     each level below the highest present (course/visibility.py) `levels[level]` = (its cells, the
-    submission's state then: checks/plugin.py `run_views`). With nothing hidden, `levels` is empty."""
+    submission's state then: checks/plugin.py `run_views`). With nothing hidden, `levels` is empty.
+    `repaired` ({grade id: {check name: passed}}) is what the repair runs showed for the whole
+    result, `repaired_levels[level]` for that level's view (checks/plugin.py `run_repairs`)."""
     cells: dict
     levels: dict = field(default_factory=dict)
+    repaired: dict = field(default_factory=dict)
+    repaired_levels: dict = field(default_factory=dict)
 
 
 def run_checks(assignment, student, cells=None, seed=None):
@@ -146,9 +150,10 @@ class CheckSession:
         if kind != "ran":
             self._thread.join()  # pytest tears everything down; the next run starts afresh
             raise ChecksBroken(f"the hidden checks failed to run: {detail}")
-        results, views = detail
+        results, views, repaired, repaired_levels = detail
         return Views(by_cell(self.cells, results),
-                     {level: (by_cell(self.cells, checks), state) for level, (checks, state) in views.items()})
+                     {level: (by_cell(self.cells, checks), state) for level, (checks, state) in views.items()},
+                     repaired, repaired_levels)
 
     def close(self):
         if self._thread is not None and self._thread.is_alive():
@@ -183,7 +188,8 @@ class CheckSession:
                 self.plugin.begin(None, 0)
                 self._done.put(("failed", f"{type(error).__name__}: {error}"))
                 return
-            self._done.put(("ran", (self.plugin.results, self.plugin.views)))
+            self._done.put(("ran", (self.plugin.results, self.plugin.views, self.plugin.repaired,
+                                    self.plugin.repaired_views)))
             self.plugin.begin(None, 0)  # drop the student: its sandbox is finished
 
 

@@ -958,6 +958,7 @@ PROBES = wire.PROBES  # the contract, in one place
 
 
 MAX_ERROR_TEXT = 2000  # characters of an error text from the sandbox that the grader reads
+REPAIR_MARGIN = 10.0  # seconds of the submission's time that must be left to start a repair run
 
 
 class SandboxStudent:
@@ -968,7 +969,8 @@ class SandboxStudent:
         self.lost = None  # why later probes cannot reach the submission (student-facing)
         self.lost_kind = None
         self.fork_lost = None  # (kind, message, how it ended) when a fork of the hidden checks was lost
-        self._sealed = self._unanswered = False
+        self._sealed = self._unanswered = self._repairing = False
+        self.repairs = None  # grading/repairs.Planner: the repair runs this submission's feedback can have
 
     def lose(self, kind, detail):
         self.lost_kind, self.lost = kind, lost_message(kind, detail)
@@ -1024,12 +1026,45 @@ class SandboxStudent:
             if ending[0] not in ("joined", "refused", "sealed"):
                 self.lose(ending[0], ending[1] if len(ending) > 1 else None)
 
+    @contextlib.contextmanager
+    def repairing(self, cells):
+        """Inside, every probe goes to a sealed fork of the process probes go to, which has first run
+        `cells` ([(name, source)]: a repair, grading/repairs.py). Yields what each cell raised (its
+        exception's name, or ""), or None where it could not be done (then nothing inside is asked). Only whether checks pass
+        there is used: what the fork says is never quoted, since it ran the reference's code or a
+        named fix. A repair that ends the fork costs the student nothing."""
+        deadline = self.sandbox.deadline
+        if self.lost or deadline is None or deadline - time.monotonic() < REPAIR_MARGIN:
+            yield None  # (a repair never spends the time the submission's own checks may need)
+            return
+        saved = self.lost, self.lost_kind
+        why = self.sandbox.open_fork(sealed=True)
+        if why:
+            yield None
+            return
+        reply = self.sandbox.probe("repair", [list(map(list, cells))], {})
+        raised = reply[1] if (type(reply) in (list, tuple) and len(reply) > 1 and reply[0] == "repaired"
+                              and type(reply[1]) is list and len(reply[1]) == len(cells)
+                              and all(type(what) is str for what in reply[1])) else None
+        self._repairing = raised is not None
+        try:
+            # (exception names, bounded, and compared with a list: never quoted)
+            yield [what[:80] for what in raised] if raised is not None else None
+        finally:
+            self._repairing = False
+            ending = self.sandbox.close_fork()
+            self.lost, self.lost_kind = saved
+            if ending[0] not in ("joined", "refused"):
+                self.lose(ending[0], ending[1] if len(ending) > 1 else None)
+
     def _probe(self, method, args, kwargs):
         from autograder.wire import StudentError
 
         if self.lost:
             raise StudentError(self.lost)
-        if self._sealed != (method == "trace" and bool(kwargs.get("trials"))) or self._unanswered:
+        if self._repairing:
+            pass  # a repair run: every question, whose answers only say whether a check passes
+        elif self._sealed != (method == "trace" and bool(kwargs.get("trials"))) or self._unanswered:
             # what-if runs only in the sealed fork, and nothing else there: what a page quotes is
             # never what a process with the reference's values said
             raise StudentError("this question is not asked here")

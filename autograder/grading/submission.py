@@ -16,7 +16,9 @@ import nbformat
 from autograder.course import Course, derive_seed
 from autograder.record import GRADED, INVALID, CellError, CellScore, CheckOutcome, Result, cell_in_words
 from autograder.grading.sandbox import NoSandbox
-from autograder.checks.errormodel import mark_unexplained, reproduced
+from autograder.checks.errormodel import load as load_error_model, mark_unexplained, reproduced
+from autograder.course.regions import read_regions
+from autograder.grading.repairs import Planner
 from autograder.checks.rootcause import consequences, missing_because_crashed, one_cause_per_cell, root_cause_once
 from autograder.course.visibility import Visibility
 from autograder.grading.selfcheck import PoisonedInterpreter
@@ -54,6 +56,7 @@ class GradingWorker:
         self.setup_error = None
         self.sandbox = self.checks = self.assignment = self.source = self.release = self.owners = self.stubs = None
         self._mutant_outcomes = {}  # (grade id, mutant names, seed) -> the checks the mistake alone passes
+        self._repair_parts = None  # (error model, reference regions), read once: grading/repairs.py
         self.last_notebook = None  # the sanitized notebook of the last submission graded, if any
 
     def setup(self, slot=0, pin=False, handover=None):
@@ -160,6 +163,7 @@ class GradingWorker:
             report = _cell_report(first, [name for name, _ in clean.cells])
             if report is not None:
                 cell_errors = [entry for entry in report if entry["error"]]
+                student.repairs = self._planner(clean.cells, report)
                 timings["cells_own_time"] = round(sum(entry["seconds"] for entry in report), 4)
             else:
                 kind = first[0] if first[0] in ("timeout", "died") else "unreadable"
@@ -179,8 +183,9 @@ class GradingWorker:
                 if sandbox.last_peak is not None:  # what its cgroup held at most: memory, files and all
                     timings["sandbox_peak_bytes"] = sandbox.last_peak
         builds_on = self.assignment.builds_on
-        for cells in [views.cells] + [cells for cells, _ in views.levels.values()]:
-            mark_unexplained(cells, self._reproduced, builds_on)
+        for cells, repaired in [(views.cells, views.repaired)] + [
+                (cells, views.repaired_levels.get(level, {})) for level, (cells, _) in views.levels.items()]:
+            mark_unexplained(cells, self._reproduced, builds_on, repaired)
         whole = explained(views.cells, cell_errors, builds_on)
         state = {"lost": student.lost, "lost_kind": student.lost_kind, "memory": memory}
         # An exercise left as released is one line, "not answered yet": its checks' messages and its
@@ -199,6 +204,16 @@ class GradingWorker:
         if report is not None and student.lost is None and student.fork_lost is None and clean:
             result.reusable = REUSABLE
         return result
+
+    def _planner(self, cells, report):
+        """The repair runs this submission can have (grading/repairs.py), or None without an error model."""
+        if self._repair_parts is None:
+            folder = self.assignment.folder
+            self._repair_parts = (load_error_model(folder), read_regions(self.assignment.solutions))
+        model, reference = self._repair_parts
+        if not model:
+            return None
+        return Planner(cells, {entry["cell"]: bool(entry["error"]) for entry in report}, self.owners, model, reference)
 
     def _reproduced(self, grade_id, causes):
         """errormodel.reproduced for this batch's seed, once per mistake and worker."""

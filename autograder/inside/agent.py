@@ -34,6 +34,8 @@ PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER = 4, 36
 CELL_ERROR_CHARS = 2000
 NOT_RUN = "not run: the time limit was reached"
 STOPPED = "TimeoutError: this cell was stopped because the time limit was reached"
+REPAIR_SECONDS = 5.0  # a repair run's cells, together (they ran within the limit once already)
+MAX_REPAIR_CELLS = 200
 
 
 class CellTimeout(BaseException):
@@ -140,7 +142,15 @@ def child_main(shell, spec, inbox, outbox, resources=None):
         report = _run_cells(shell, cells, deadline)
     wire.write_frame(outbox, wire.dump_reply(("ran", report)))
     student = NamespaceStudent(shell.user_ns, resources, calls=calls)
-    _answer_probes(student, inbox, outbox, wire, StudentError)
+
+    def rerun(cells):  # a repair run's cells, in a sealed fork (see _answer_probes), noted as the first run was
+        with calls:
+            report = _run_cells(shell, cells, time.monotonic() + REPAIR_SECONDS)
+        # what each raised, by its exception's name alone ("" for nothing): what the fork says is not quoted
+        return [(entry["error"].strip().splitlines() or [""])[-1].split(":")[0][:80] if entry["error"] else ""
+                for entry in report]
+
+    _answer_probes(student, inbox, outbox, wire, StudentError, rerun=rerun)
 
 
 def _enter_child(spec):
@@ -172,7 +182,7 @@ def _seed(seed):
     torch.default_generator.manual_seed(seed)
 
 
-def _answer_probes(student, inbox, outbox, wire, StudentError, sealed=False):  # noqa: N803 (the class, bound early)
+def _answer_probes(student, inbox, outbox, wire, StudentError, sealed=False, rerun=None):  # noqa: N803 (the class, bound early)
     """Answer the grader's probe calls on `student` until it closes the socket. `wire` and
     `StudentError` were imported before the student's code ran, which could have replaced
     what an import now would find.
@@ -183,6 +193,10 @@ def _answer_probes(student, inbox, outbox, wire, StudentError, sealed=False):  #
     the due date there, and a sealed fork (world.seal) answers the what-if runs of localisation,
     which hand the reference's values to the student's code. ("seal",) seals this process itself,
     when the what-ifs are the last questions it will be asked. What-ifs are refused anywhere else.
+    ("repair", [cells]) runs `cells` ([name, source] pairs: the student's own, with a mistake the
+    feedback named undone, or the reference's answer to an exercise theirs builds on) with `rerun`,
+    in a sealed fork alone, before the checks are asked again there: whether the feedback's "fails
+    because of" holds (checks/plugin.py `run_repairs`). It answers ("repaired", [raised, ...]).
     (inbox and outbox are the same socket.)"""
     while True:
         try:
@@ -191,7 +205,7 @@ def _answer_probes(student, inbox, outbox, wire, StudentError, sealed=False):  #
             return  # the grader is done with this submission
         method, args, kwargs = request
         if method == "fork":
-            reply = _fork(student, inbox, bool(args and args[0]), wire, StudentError) if not sealed \
+            reply = _fork(student, inbox, bool(args and args[0]), wire, StudentError, rerun) if not sealed \
                 else ("refused", "a sealed process cannot fork")
             wire.write_frame(outbox, wire.dump_reply(reply))
             continue
@@ -205,6 +219,9 @@ def _answer_probes(student, inbox, outbox, wire, StudentError, sealed=False):  #
             except Exception as error:  # noqa: BLE001 (the grader then runs no what-ifs)
                 reply = ("refused", f"{type(error).__name__}: {error}"[:300])
             wire.write_frame(outbox, wire.dump_reply(reply))
+            continue
+        if method == "repair":
+            wire.write_frame(outbox, wire.dump_reply(_repair(rerun, args, sealed)))
             continue
         if method not in wire.PROBES:  # the contract's names alone: never another attribute of the object
             wire.write_frame(outbox, wire.dump_reply(("refused", f"no such question: {str(method)[:60]}")))
@@ -224,7 +241,21 @@ def _answer_probes(student, inbox, outbox, wire, StudentError, sealed=False):  #
         wire.write_frame(outbox, payload)
 
 
-def _fork(student, channel, sealed, wire, StudentError):  # noqa: N803
+def _repair(rerun, args, sealed):
+    """The reply to ("repair", [cells]): the cells run, or why not (see _answer_probes)."""
+    cells = args[0] if args and type(args[0]) is list else None
+    if not sealed or rerun is None:
+        return ("refused", "repairs are run in a sealed fork only")
+    if cells is None or len(cells) > MAX_REPAIR_CELLS or not all(
+            type(cell) in (list, tuple) and len(cell) == 2 and all(type(part) is str for part in cell) for cell in cells):
+        return ("refused", "a repair is a list of [name, source] cells")
+    try:
+        return ("repaired", rerun([tuple(cell) for cell in cells]))
+    except BaseException as error:  # noqa: BLE001 (the student's code under repair: say so, go on)
+        return ("refused", f"the repair did not run ({type(error).__name__})")
+
+
+def _fork(student, channel, sealed, wire, StudentError, rerun=None):  # noqa: N803
     """A fork of this process answering probes on the socket that came with the request; the
     reply for this channel once it has ended: ("joined", how it ended) or ("refused", why)."""
     import socket
@@ -263,7 +294,7 @@ def _fork(student, channel, sealed, wire, StudentError):  # noqa: N803
                     seal(theirs)
                 signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
                 wire.write_frame(theirs, wire.dump_reply(("forked",)))
-                _answer_probes(student, theirs, theirs, wire, StudentError, sealed=sealed)
+                _answer_probes(student, theirs, theirs, wire, StudentError, sealed=sealed, rerun=rerun)
             except BaseException:
                 code = 1
             os._exit(code)

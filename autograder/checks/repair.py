@@ -1,15 +1,16 @@
-"""Repairs the grader's advice names, made in a student's own code: does the advice hold?
+"""Repairs of the mistakes the feedback names, made in a student's own code: does the advice hold?
 
 A diagnosis names a known mistake (a mutant of the error model: the reference with the edit
 `old` -> `new`). Where the student's answer holds that mistake in the mutant's own words (the
 tokens of `new`, once, spaces and comments aside), undoing it is a plain text edit: put `old`
-there instead. `autograder validate` grades every corpus entry again with each named mistake
-repaired so, and checks what the feedback promised: each check it listed as failing because of
-the mistake now passes (checks/rootcause.py says which). The check runs where validate grades:
-the repaired notebook is graded like any other, in the sandbox.
+there instead. Two places use it:
+- grading (grading/repairs.py): the submission runs the repaired cell in a sealed fork and its
+  checks are asked again there, so "fails because of the mistake above" is said only of a check
+  the repair makes pass;
+- `autograder validate` grades every corpus entry again with each named mistake repaired so, and
+  counts the promises that did not hold (authoring/validate.py `check_repairs`).
 
-A mistake made in other words (other names, a deletion: `new` empty) is not repaired here; the
-figure counts only the advice a repair could test, and says how much that is.
+A mistake made in other words (other names, a deletion: `new` empty) is not repaired here.
 """
 import io
 import tokenize
