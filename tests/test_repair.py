@@ -142,3 +142,32 @@ def test_a_wrapper_with_its_own_mistakes_is_not_told_to_fix_exercise_3_first(tmp
                and check.name.startswith("test_output_shape"))
     assert report.repairs.tested == [name] and report.repairs.contradicted == {}
     assert report.repairs.lines >= len(waiting) + sum(1 for check in cells["ex3"].checks if check.because)
+
+
+def test_a_diagnosis_says_what_fixing_its_mistake_earns_as_the_repair_run_showed():
+    from autograder.checks.plugin import CheckResult
+    from autograder.checks.rootcause import what_fixing_earns
+    from autograder.checks.runner import CellResult
+
+    def cell(*checks):
+        return CellResult("ex3", [CheckResult("ex3", "test_diagnosis", "d", 0.0, False, "Not scaled.", named=True,
+                                              diagnosis=True, cause=("not-scaled",)), *checks])
+
+    def check(name, passed, weight=1.0):
+        return CheckResult("ex3", name, name, weight, passed, "" if passed else "wrong")
+
+    cells = {"ex3": cell(check("a", False, 2.0), check("b", False), check("c", True))}
+    what_fixing_earns(cells, {"ex3": ("own", {"a": True, "b": True, "c": True})}, {"ex3": 4})
+    assert cells["ex3"].checks[0].message == "Not scaled. Fixing this makes 2 more checks pass (+3 points)."
+    cells = {"ex3": cell(check("a", False, 2.0), check("b", False), check("c", True))}
+    what_fixing_earns(cells, {"ex3": ("own", {"a": True, "b": False, "c": True})}, {"ex3": 4})
+    assert cells["ex3"].checks[0].message == ("Not scaled. Fixing this makes 1 more check pass (+2 points); something"
+                                              " else is wrong here too.")
+    cells = {"ex3": cell(check("a", False), check("c", True))}
+    what_fixing_earns(cells, {"ex3": ("own", {"a": False, "c": True})}, {"ex3": 4})
+    assert cells["ex3"].checks[0].message.endswith("Fixing this alone makes no other check pass yet: something else"
+                                                   " is wrong here too.")
+    # a repair that was not the named mistake undone (the reference's answer upstream) earns nothing said
+    cells = {"ex3": cell(check("a", False))}
+    what_fixing_earns(cells, {"ex3": ("reference", {"a": True})}, {"ex3": 4})
+    assert cells["ex3"].checks[0].message == "Not scaled."

@@ -151,7 +151,7 @@ class GradingPlugin:
         self.found = {}  # grade id -> what its diagnosis found in this submission (said in every view)
         self.pending = []  # diagnoses waiting for their what-if runs
         self.causes = {}  # grade id -> the mutants its diagnosis named (CheckResult.cause)
-        self.repaired = {}  # grade id -> {check name: passed} once a repair run fixed its named mistake
+        self.repaired = {}  # grade id -> (kind, {check name: passed}) once a repair run fixed its named mistake
         self.repaired_views = {}  # level -> `repaired` as it was for that level's view
         self.only, self.with_diagnoses = (set(cells) if cells is not None else None), diagnoses
         self._order, self._cells = {}, set()
@@ -241,15 +241,16 @@ class GradingPlugin:
                     self._insert_diagnosis(item, message_of_text(said))
 
     def run_repairs(self, protocol, items):
-        """Ask each failing cell's checks (among `items`, run so far) again where the mistake its
+        """Ask each failing cell's failing checks (among `items`, run so far) again where the mistake its
         feedback names is fixed: a repair run (grading/repairs.py) from the student's `repairs`
-        planner, in a sealed fork (`student.repairing`). Sets `repaired`: {grade id: {check name:
-        passed}}, a fixed-inputs check passing only with the checks it needs; a cell whose repair
+        planner, in a sealed fork (`student.repairing`). Sets `repaired`: {grade id: (the repair's
+        kind, {check name: passed})}, a fixed-inputs check passing only with the checks it needs; a cell whose repair
         could not be made, or did not line up, has none. Only pass or fail is kept: what the fork
         said is never quoted; after a repair with the reference's answers in it, only whether all
         passed (grading/repairs.py says why)."""
         planner, builds_on = self._student.repairs, self.assignment.builds_on
-        failing = {result.grade_id for result in self.results if not result.passed and not result.diagnosis}
+        failed = {(result.grade_id, result.name) for result in self.results if not result.passed and not result.diagnosis}
+        failing = {grade_id for grade_id, _ in failed}
         self.repaired = {}
         for grade_id in sorted(failing, key=lambda cell: min(self._order.get(item.nodeid, 0) for item in items
                                                              if grade_id_of(item) == cell)):
@@ -263,18 +264,28 @@ class GradingPlugin:
                                                  if result.grade_id not in (grade_id, *upstream)]
             try:
                 with self._student.repairing(repair.cells) as raised:
-                    if repair.lines_up(raised):
-                        _run_in_order(protocol, [item for item in items if grade_id_of(item) == grade_id])
-                        if getattr(self._student, "lost", None):
-                            continue  # the fork ended under the checks: it showed nothing
-                        again = [result for result in self.results if result.grade_id == grade_id]
-                        failed = {result.name.split("[")[0] for result in again if not result.passed}
-                        passed = {result.name: result.passed and not set(result.needs) & failed for result in again}
-                        if repair.kind == "reference":  # one bit: its fork held a reference answer
-                            passed = dict.fromkeys(passed, all(passed.values()))
-                        self.repaired[grade_id] = passed
+                    passed = self._ask_again(protocol, items, grade_id, failed) if repair.lines_up(raised) else None
             finally:
                 self.results = saved
+            if passed is not None:
+                if repair.kind == "reference":  # one bit: its fork held a reference answer
+                    passed = dict.fromkeys(passed, all(passed.values()))
+                self.repaired[grade_id] = (repair.kind, passed)
+
+    def _ask_again(self, protocol, items, grade_id, failed):
+        """{check name: passed} of `grade_id`'s checks among `failed` ({(grade id, name)}), asked
+        again with the student in a repair (and the checks a fixed-inputs one needs: it passes only
+        with them); None when the submission was lost meanwhile (it showed nothing)."""
+        asked = {name for cell, name in failed if cell == grade_id}
+        needed = {need for item in items if (grade_id, item.name) in failed
+                  for need in getattr(item.get_closest_marker("fixed_inputs"), "args", ())}
+        _run_in_order(protocol, [item for item in items if grade_id_of(item) == grade_id
+                                 and (item.name in asked or item.name.split("[")[0] in needed)])
+        if getattr(self._student, "lost", None):
+            return None
+        again = [result for result in self.results if result.grade_id == grade_id]
+        still = {result.name.split("[")[0] for result in again if not result.passed}
+        return {result.name: result.passed and not set(result.needs) & still for result in again}
 
     def pytest_configure(self, config):
         for name, description in MARKERS.items():

@@ -164,3 +164,27 @@ def _explanation(message):
     same mistake in different outputs ("the outputs are not right: X", "the weights of each
     head are not right: X") say it once."""
     return message.split(" are not right: ", 1)[-1]
+
+
+def what_fixing_earns(cells, repaired, points):
+    """Add, in place, to each diagnosis whose named mistakes a repair run undid in the student's own
+    code (`repaired`: {grade id: (kind, {check name: passed})}, checks/plugin.py `run_repairs`) what
+    fixing them earns in this view: the checks that then pass, and the points (`points`: {grade
+    id: the cell's points}). Said only from that run, never guessed."""
+    for grade_id, (kind, passed) in repaired.items():
+        cell = cells.get(grade_id)
+        said = next((check for check in cell.checks if check.diagnosis and check.message), None) if cell else None
+        if kind != "own" or said is None:
+            continue
+        failing = [check for check in cell.checks if not check.passed and not check.diagnosis]
+        fixed = [check for check in failing if passed.get(check.name)]
+        total = sum(check.weight for check in cell.checks)
+        gained = points.get(grade_id, 0) * sum(check.weight for check in fixed) / total if total else 0
+        which = "both" if said.message.startswith("Two things to fix") else "this"
+        if not fixed:
+            said.message += f" Fixing {which} alone makes no other check pass yet: something else is wrong here too."
+        else:
+            more = f"{len(fixed)} more check{'s' if len(fixed) != 1 else ''}"
+            rest = "" if len(fixed) == len(failing) else "; something else is wrong here too"
+            said.message += f" Fixing {which} makes {more} pass (+{round(gained, 2):g} points){rest}."
+    return cells

@@ -86,7 +86,7 @@ class Views:
     """One submission's check outcomes: `cells` the whole result ({grade id: CellResult}), and for
     each level below the highest present (course/visibility.py) `levels[level]` = (its cells, the
     submission's state then: checks/plugin.py `run_views`). With nothing hidden, `levels` is empty.
-    `repaired` ({grade id: {check name: passed}}) is what the repair runs showed for the whole
+    `repaired` ({grade id: (kind, {check name: passed})}) is what the repair runs showed for the whole
     result, `repaired_levels[level]` for that level's view (checks/plugin.py `run_repairs`)."""
     cells: dict
     levels: dict = field(default_factory=dict)
