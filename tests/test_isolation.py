@@ -423,6 +423,10 @@ def test_a_repair_runs_only_sealed_and_the_submission_finds_everything_as_it_lef
     assert student.value("value") == 6 and student.call("f", 1) == 2
     assert student.call("f", 5) == 10 and student.lost is None and student.call("leaked") is False
     assert box.probe("call", ("f", 1), {})[1] == 2
+    started = time.monotonic()
+    with student.repairing([("cell 0", "while True:\n    pass")]) as raised:
+        assert raised == ["TimeoutError"]  # stopped within its share of the time left: a third, 5 s at most
+    assert time.monotonic() - started < 7 and student.call("f", 3) == 6
     with student.repairing([("cell 0", "import os\nos._exit(3)")]) as raised:
         assert raised is None  # the fork ended under it: nothing to tell, and it costs the student nothing
     assert student.lost is None and student.call("f", 2) == 4

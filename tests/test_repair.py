@@ -93,6 +93,7 @@ def test_a_repair_run_is_the_named_fix_or_the_reference_upstream_then_every_cell
     # new error is the repair's own outcome (the student's later code relies on the mistake)
     assert own.lines_up(["", ""]) and own.lines_up(["", "AssertionError"]) and own.lines_up(["AttributeError", ""])
     assert not own.lines_up(["PermissionError", ""]) and not own.lines_up(["ModuleNotFoundError", "AssertionError"])
+    assert not own.lines_up(["TimeoutError", ""])  # stopped by the repair's shorter time
     assert own.lines_up(["", "PermissionError"])  # that cell raised before too
     assert not own.lines_up(None) and not own.lines_up([""])
 

@@ -37,14 +37,15 @@ class Repair:
 
     def lines_up(self, raised_now):
         """Whether the run can tell anything: it ran, and no cell that ran cleanly before stopped
-        now on what only the sealed fork refuses (a file opened, a module imported for the first
-        time). Another new error is the repair's own outcome: the student's later code relies on
-        the mistake, and the checks then say so."""
+        now on what only the repair's fork does to it (a file opened or a module imported for the
+        first time, which the seal refuses; its shorter time). Another new error is the repair's
+        own outcome: the student's later code relies on the mistake, and the checks then say so."""
         return raised_now is not None and len(raised_now) == len(self.cells) and not any(
-            now in SEALED_ONLY and not before for now, before in zip(raised_now, self.raised))
+            now in ONLY_IN_A_REPAIR and not before for now, before in zip(raised_now, self.raised))
 
 
-SEALED_ONLY = {"PermissionError", "OSError", "FileNotFoundError", "ModuleNotFoundError", "ImportError"}
+ONLY_IN_A_REPAIR = {"PermissionError", "OSError", "FileNotFoundError", "ModuleNotFoundError", "ImportError",
+                    "TimeoutError"}
 
 
 class Planner:

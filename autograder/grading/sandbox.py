@@ -958,7 +958,7 @@ PROBES = wire.PROBES  # the contract, in one place
 
 
 MAX_ERROR_TEXT = 2000  # characters of an error text from the sandbox that the grader reads
-REPAIR_MARGIN = 10.0  # seconds of the submission's time that must be left to start a repair run
+REPAIR_MARGIN = 3.0  # seconds of the submission's time that must be left to start a repair run
 
 
 class SandboxStudent:
@@ -1034,7 +1034,8 @@ class SandboxStudent:
         there is used: what the fork says is never quoted, since it ran the reference's code or a
         named fix. A repair that ends the fork costs the student nothing."""
         deadline = self.sandbox.deadline
-        if self.lost or deadline is None or deadline - time.monotonic() < REPAIR_MARGIN:
+        left = deadline - time.monotonic() if deadline is not None else 0
+        if self.lost or left < REPAIR_MARGIN:
             yield None  # (a repair never spends the time the submission's own checks may need)
             return
         saved = self.lost, self.lost_kind
@@ -1042,7 +1043,8 @@ class SandboxStudent:
         if why:
             yield None
             return
-        reply = self.sandbox.probe("repair", [list(map(list, cells))], {})
+        # its cells get a third of what is left: the checks asked there, and those of any level after, the rest
+        reply = self.sandbox.probe("repair", [list(map(list, cells)), round(left / 3, 2)], {})
         raised = reply[1] if (type(reply) in (list, tuple) and len(reply) > 1 and reply[0] == "repaired"
                               and type(reply[1]) is list and len(reply[1]) == len(cells)
                               and all(type(what) is str for what in reply[1])) else None

@@ -34,7 +34,7 @@ PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER = 4, 36
 CELL_ERROR_CHARS = 2000
 NOT_RUN = "not run: the time limit was reached"
 STOPPED = "TimeoutError: this cell was stopped because the time limit was reached"
-REPAIR_SECONDS = 5.0  # a repair run's cells, together (they ran within the limit once already)
+REPAIR_SECONDS = 5.0  # a repair run's cells, together, at most (they ran within the limit once already)
 MAX_REPAIR_CELLS = 200
 
 
@@ -143,9 +143,9 @@ def child_main(shell, spec, inbox, outbox, resources=None):
     wire.write_frame(outbox, wire.dump_reply(("ran", report)))
     student = NamespaceStudent(shell.user_ns, resources, calls=calls)
 
-    def rerun(cells):  # a repair run's cells, in a sealed fork (see _answer_probes), noted as the first run was
+    def rerun(cells, seconds):  # a repair run's cells, in a sealed fork (see _answer_probes), noted as the first run was
         with calls:
-            report = _run_cells(shell, cells, time.monotonic() + REPAIR_SECONDS)
+            report = _run_cells(shell, cells, time.monotonic() + min(seconds, REPAIR_SECONDS))
         # what each raised, by its exception's name alone ("" for nothing): what the fork says is not quoted
         return [(entry["error"].strip().splitlines() or [""])[-1].split(":")[0][:80] if entry["error"] else ""
                 for entry in report]
@@ -193,7 +193,7 @@ def _answer_probes(student, inbox, outbox, wire, StudentError, sealed=False, rer
     the due date there, and a sealed fork (world.seal) answers the what-if runs of localisation,
     which hand the reference's values to the student's code. ("seal",) seals this process itself,
     when the what-ifs are the last questions it will be asked. What-ifs are refused anywhere else.
-    ("repair", [cells]) runs `cells` ([name, source] pairs: the student's own, with a mistake the
+    ("repair", [cells, seconds]) runs `cells` ([name, source] pairs: the student's own, with a mistake the
     feedback named undone, or the reference's answer to an exercise theirs builds on) with `rerun`,
     in a sealed fork alone, before the checks are asked again there: whether the feedback's "fails
     because of" holds (checks/plugin.py `run_repairs`). It answers ("repaired", [raised, ...]).
@@ -244,13 +244,14 @@ def _answer_probes(student, inbox, outbox, wire, StudentError, sealed=False, rer
 def _repair(rerun, args, sealed):
     """The reply to ("repair", [cells]): the cells run, or why not (see _answer_probes)."""
     cells = args[0] if args and type(args[0]) is list else None
+    seconds = args[1] if len(args) > 1 and type(args[1]) in (int, float) and args[1] > 0 else REPAIR_SECONDS
     if not sealed or rerun is None:
         return ("refused", "repairs are run in a sealed fork only")
     if cells is None or len(cells) > MAX_REPAIR_CELLS or not all(
             type(cell) in (list, tuple) and len(cell) == 2 and all(type(part) is str for part in cell) for cell in cells):
         return ("refused", "a repair is a list of [name, source] cells")
     try:
-        return ("repaired", rerun([tuple(cell) for cell in cells]))
+        return ("repaired", rerun([tuple(cell) for cell in cells], seconds))
     except BaseException as error:  # noqa: BLE001 (the student's code under repair: say so, go on)
         return ("refused", f"the repair did not run ({type(error).__name__})")
 
