@@ -33,6 +33,7 @@ import torch
 from autograder.course import derive_seed
 from autograder.course import reference as reference_module
 from autograder.checks import errormodel, localise
+from autograder.checks.rootcause import still_wrong_once_fixed
 from autograder.wire import StudentError
 from autograder.checks.verdict import NamedMistake, bounded, hint_for, use_hints
 
@@ -185,7 +186,7 @@ class GradingPlugin:
                     not result.passed and not result.diagnosis for result in self.results)
                 self.finish_pending(last=level == levels[-1] and not repairs)
                 if repairs:
-                    self.run_repairs(protocol, [item for item in checks if level_of[item.nodeid] <= level])
+                    self.run_repairs(protocol, [item for item in items if level_of[item.nodeid] <= level])
                 if level != levels[-1]:
                     state = getattr(self._student, "state_now", None)
                     self.views[level] = ([dataclasses.replace(result) for result in self.results],
@@ -262,15 +263,37 @@ class GradingPlugin:
                 continue
             saved, self.results = self.results, [result for result in self.results
                                                  if result.grade_id not in (grade_id, *upstream)]
+            kept = self.found, self.causes, self.pending
+            self.found, self.causes, self.pending = dict(self.found), dict(self.causes), []
             try:
                 with self._student.repairing(repair.cells) as raised:
                     passed = self._ask_again(protocol, items, grade_id, failed) if repair.lines_up(raised) else None
+                    # the cell's own mistake, once what it builds on is fixed: its diagnosis, asked there too
+                    # (a fork with the student's code alone: what it names is theirs; checks/rootcause.py)
+                    own = self._diagnose_again(protocol, items, grade_id) if (
+                        passed is not None and repair.kind == "upstream" and not all(passed.values())) else ""
             finally:
                 self.results = saved
-            if passed is not None:
-                if repair.kind == "reference":  # one bit: its fork held a reference answer
-                    passed = dict.fromkeys(passed, all(passed.values()))
-                self.repaired[grade_id] = (repair.kind, passed)
+                self.found, self.causes, self.pending = kept
+            if passed is None:
+                continue
+            if repair.kind == "reference":  # one bit: its fork held a reference answer
+                passed = dict.fromkeys(passed, all(passed.values()))
+            self.repaired[grade_id] = (repair.kind, passed)
+            if own:
+                self._insert_diagnosis(next(item for item in items if grade_id_of(item) == grade_id
+                                            and item.get_closest_marker("diagnosis")),
+                                       message_of_text(still_wrong_once_fixed(upstream, own)))
+
+    def _diagnose_again(self, protocol, items, grade_id):
+        """What `grade_id`'s diagnosis names in the repair the student is in now ("" for nothing)."""
+        diagnosis = [item for item in items if grade_id_of(item) == grade_id and item.get_closest_marker("diagnosis")]
+        if not diagnosis or getattr(self._student, "lost", None):
+            return ""
+        _run_in_order(protocol, diagnosis)
+        self.finish_pending(last=False)
+        return next((result.message for result in self.results if result.grade_id == grade_id and result.diagnosis
+                     and result.message), "") if not getattr(self._student, "lost", None) else ""
 
     def _ask_again(self, protocol, items, grade_id, failed):
         """{check name: passed} of `grade_id`'s checks among `failed` ({(grade id, name)}), asked
@@ -280,6 +303,7 @@ class GradingPlugin:
         needed = {need for item in items if (grade_id, item.name) in failed
                   for need in getattr(item.get_closest_marker("fixed_inputs"), "args", ())}
         _run_in_order(protocol, [item for item in items if grade_id_of(item) == grade_id
+                                 and not item.get_closest_marker("diagnosis")
                                  and (item.name in asked or item.name.split("[")[0] in needed)])
         if getattr(self._student, "lost", None):
             return None

@@ -40,6 +40,15 @@ def upstream_message(broken):
             " Then these checks will show whether this part is right on its own.")
 
 
+def still_wrong_once_fixed(broken, said):
+    """A cell's diagnosis found by a repair run with the mistakes of `broken` (the failing cells it
+    builds on) undone: it still fails, and `said` is what its diagnosis names there."""
+    names = " and ".join(f"Exercise {exercise_number(cell)}" for cell in broken)
+    return (f"This part builds on {names}, which {'does' if len(broken) == 1 else 'do'} not pass"
+            f" {'its' if len(broken) == 1 else 'their'} own checks yet: fix {names} first. With the mistake named"
+            f" there fixed, this part still fails on its own: {said}")
+
+
 def root_cause_once(cells, builds_on):
     """Rewrite, in place, the messages of failing checks in cells whose upstream cells fail.
 
