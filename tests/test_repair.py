@@ -141,6 +141,10 @@ def test_a_wrapper_with_its_own_mistakes_is_not_told_to_fix_exercise_3_first(tmp
     waiting = [check for check in cells["ex5"].checks if check.because]
     assert all("fix Exercise 3 first" not in check.message for check in cells["ex5"].checks if not check.passed
                and check.name.startswith("test_output_shape"))
+    # and the wrapper, diagnosed again in that repair, has its own mistakes named: both of them
+    said = next(check.message for check in cells["ex5"].checks if check.name == "test_diagnosis")
+    assert said.startswith("This part builds on Exercise 3") and "this part still fails on its own" in said
+    assert "d_out // num_heads" in said and "qkv_bias" in said
     assert report.repairs.tested == [name] and report.repairs.contradicted == {}
     assert report.repairs.lines >= len(waiting) + sum(1 for check in cells["ex3"].checks if check.because)
 
@@ -172,3 +176,33 @@ def test_a_diagnosis_says_what_fixing_its_mistake_earns_as_the_repair_run_showed
     cells = {"ex3": cell(check("a", False))}
     what_fixing_earns(cells, {"ex3": ("reference", {"a": True})}, {"ex3": 4})
     assert cells["ex3"].checks[0].message == "Not scaled."
+
+
+def test_a_part_that_still_fails_once_what_it_builds_on_is_fixed_says_so_once():
+    from autograder.checks.plugin import CheckResult
+    from autograder.checks.rootcause import consequences, still_failing_wait, still_wrong_once_fixed
+    from autograder.checks.runner import CellResult
+
+    said = still_wrong_once_fixed(["ex4"], "")
+    assert said == ("This part builds on Exercise 4, which does not pass its own checks yet: fix Exercise 4 first."
+                    " With the mistake named there fixed, this part still fails on its own. Once Exercise 4 passes,"
+                    " compare this part with the exercise text.")
+    assert still_wrong_once_fixed(["ex4", "ex5"], "Two heads.").endswith(
+        "do not pass their own checks yet: fix Exercise 4 and Exercise 5 first. With the mistakes named there fixed,"
+        " this part still fails on its own: Two heads.")
+
+    def check(name, passed, message=""):
+        return CheckResult("ex6", name, name, 1.0, passed, message)
+
+    cells = {"ex6": CellResult("ex6", [CheckResult("ex6", "test_diagnosis", "d", 0.0, False, said, named=True,
+                                                   diagnosis=True),
+                                       check("copied", False, "After the copy, it needs the transpose."),
+                                       check("same", False, ""), check("ok", True)])}
+    consequences(still_failing_wait(cells, {"ex6": ("upstream", {"copied": False, "same": True})}))
+    _, copied, same, _ = cells["ex6"].checks
+    # its words describe it built on the broken Exercise 4: not said; and not said to follow from it
+    assert copied.message == "" and not copied.because
+    assert same.because == "Exercise 4"  # the repair made it pass: a consequence
+    assert still_wrong_once_fixed(["ex4"], "", right=True).startswith(
+        "This part builds on Exercise 4, which does not pass its own checks yet: fix Exercise 4 first. With Exercise 4"
+        " right, this part still fails on its own.")

@@ -270,8 +270,8 @@ class GradingPlugin:
                     passed = self._ask_again(protocol, items, grade_id, failed) if repair.lines_up(raised) else None
                     # the cell's own mistake, once what it builds on is fixed: its diagnosis, asked there too
                     # (a fork with the student's code alone: what it names is theirs; checks/rootcause.py)
-                    own = self._diagnose_again(protocol, items, grade_id) if (
-                        passed is not None and repair.kind == "upstream" and not all(passed.values())) else ""
+                    still = passed is not None and repair.kind == "upstream" and not all(passed.values())
+                    own = self._diagnose_again(protocol, items, grade_id) if still else ""
             finally:
                 self.results = saved
                 self.found, self.causes, self.pending = kept
@@ -280,10 +280,11 @@ class GradingPlugin:
             if repair.kind == "reference":  # one bit: its fork held a reference answer
                 passed = dict.fromkeys(passed, all(passed.values()))
             self.repaired[grade_id] = (repair.kind, passed)
-            if own:
-                self._insert_diagnosis(next(item for item in items if grade_id_of(item) == grade_id
-                                            and item.get_closest_marker("diagnosis")),
-                                       message_of_text(still_wrong_once_fixed(upstream, own)))
+            diagnosis = next((item for item in items if grade_id_of(item) == grade_id
+                              and item.get_closest_marker("diagnosis")), None)
+            if repair.kind in ("upstream", "reference") and not all(passed.values()) and diagnosis is not None:
+                self._insert_diagnosis(diagnosis, message_of_text(
+                    still_wrong_once_fixed(upstream, own, right=repair.kind == "reference")))
 
     def _diagnose_again(self, protocol, items, grade_id):
         """What `grade_id`'s diagnosis names in the repair the student is in now ("" for nothing)."""

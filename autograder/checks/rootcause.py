@@ -40,13 +40,35 @@ def upstream_message(broken):
             " Then these checks will show whether this part is right on its own.")
 
 
-def still_wrong_once_fixed(broken, said):
+def still_wrong_once_fixed(broken, said, right=False):
     """A cell's diagnosis found by a repair run with the mistakes of `broken` (the failing cells it
-    builds on) undone: it still fails, and `said` is what its diagnosis names there."""
+    builds on) undone (`right`: with the reference's answers to them): it still fails, and `said`
+    is what its diagnosis names there ("" for nothing)."""
     names = " and ".join(f"Exercise {exercise_number(cell)}" for cell in broken)
+    mistakes = f"{names} right" if right else (
+        "the mistake named there" if len(broken) == 1 else "the mistakes named there")
     return (f"This part builds on {names}, which {'does' if len(broken) == 1 else 'do'} not pass"
-            f" {'its' if len(broken) == 1 else 'their'} own checks yet: fix {names} first. With the mistake named"
-            f" there fixed, this part still fails on its own: {said}")
+            f" {'its' if len(broken) == 1 else 'their'} own checks yet: fix {names} first. With {mistakes}"
+            f"{'' if right else ' fixed'}, this part still fails on its own" + (f": {said}" if said else
+                                                           f". Once {names} {'passes' if len(broken) == 1 else 'pass'},"
+                                                           " compare this part with the exercise text."))
+
+
+def still_failing_wait(cells, repaired):
+    """Rewrite, in place: in a cell whose repair run undid the mistakes of the exercises it builds
+    on (`repaired`: {grade id: (kind, {check name: passed})}) and which still fails there, said by
+    its diagnosis (`still_wrong_once_fixed`), the checks that still fail say nothing of their own:
+    their words describe it built on the broken exercise. None of them is said to follow from it
+    either (errormodel.mark_unexplained); those the repair made pass are its consequences."""
+    for grade_id, (kind, passed) in repaired.items():
+        cell = cells.get(grade_id)
+        if kind not in ("upstream", "reference") or cell is None or not any(
+                check.diagnosis and UPSTREAM.search(check.message) for check in cell.checks):
+            continue
+        for check in cell.checks:
+            if not check.passed and not check.diagnosis and not passed.get(check.name):
+                check.message, check.unexplained = "", True
+    return cells
 
 
 def root_cause_once(cells, builds_on):

@@ -20,7 +20,7 @@ from autograder.checks.errormodel import load as load_error_model, mark_unexplai
 from autograder.course.regions import read_regions
 from autograder.grading.repairs import Planner
 from autograder.checks.rootcause import (consequences, missing_because_crashed, one_cause_per_cell, root_cause_once,
-                                         what_fixing_earns)
+                                         still_failing_wait, what_fixing_earns)
 from autograder.course.visibility import Visibility
 from autograder.grading.selfcheck import PoisonedInterpreter
 from autograder.untrusted import without_controls
@@ -187,7 +187,7 @@ class GradingWorker:
         for cells, repaired in [(views.cells, views.repaired)] + [
                 (cells, views.repaired_levels.get(level, {})) for level, (cells, _) in views.levels.items()]:
             mark_unexplained(cells, self._reproduced, builds_on, {cell: passed for cell, (_, passed) in repaired.items()})
-            what_fixing_earns(cells, repaired, points)
+            what_fixing_earns(still_failing_wait(cells, repaired), repaired, points)
         whole = explained(views.cells, cell_errors, builds_on)
         state = {"lost": student.lost, "lost_kind": student.lost_kind, "memory": memory}
         # An exercise left as released is one line, "not answered yet": its checks' messages and its
