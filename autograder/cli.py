@@ -127,12 +127,14 @@ def _print_validation_problems(report):
                 console.print(f"  [yellow]{name}[/yellow]: {problem}", highlight=False)
     repairs = report.repairs
     if repairs is not None and repairs.promising:
-        console.print(f"Repairs: {repairs.promising} mistakes get feedback that says a check fails because of"
-                      f" another mistake; validate repaired that cause in the student's code and graded it again"
-                      f" for {len(repairs.tested)} of them (the others' causes are not in the error model's own words):"
-                      f" {repairs.lines - sum(map(len, repairs.contradicted.values()))} of {repairs.lines} such"
-                      " lines held" + (". Still failing once repaired:" if repairs.contradicted else "."),
-                      highlight=False)
+        held = repairs.lines - sum(map(len, repairs.contradicted.values()))
+        untested = repairs.promising - len(repairs.tested)
+        console.print(f"Repairs: {repairs.promising} mistakes get feedback that says a check fails because of another"
+                      " mistake. Validate repaired those causes in the student's code and graded it again:"
+                      f" {held} of {repairs.lines} such lines held"
+                      + (f"; {untested} of the mistakes have lines it could not test (their cause is named in"
+                         " other words than the error model's)" if untested else "")
+                      + (". Still failing once repaired:" if repairs.contradicted else "."), highlight=False)
         for name, wrong in repairs.contradicted.items():
             console.print(f"  [yellow]{name}[/yellow]: {', '.join(wrong)}", highlight=False)
 

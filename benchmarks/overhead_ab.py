@@ -60,6 +60,8 @@ def grade(tree, course, out, jobs=1, walls=None, timeout=None):
         times.setdefault(kind if kind in KINDS else "realistic class", []).append(result.execution_time)
         if 0 < result.score < result.max_score and kind not in ("slow", "loop"):  # a mistake to diagnose
             times.setdefault("diagnosed", {})[result.student_id] = result.execution_time
+        if result.timings.get("repair_runs"):  # the repair runs of issue 44 (part of the time above)
+            times.setdefault("repair runs", []).append(result.timings["repair_runs"])
     return times
 
 
@@ -119,11 +121,18 @@ def main():
                   f" this tree {', '.join(f'{w:.2f}' for w in walls['this'])}")
             return
         diagnosed = {name: times[name].pop("diagnosed", {}) for name in trees}
+        repairs = {name: times[name].pop("repair runs", []) for name in trees}
         paired = [student for student in diagnosed["this"] if student in diagnosed["base"]]
         if paired:  # each diagnosed student's median time in this tree over the base's
             ratios = [statistics.median(diagnosed["this"][s]) / statistics.median(diagnosed["base"][s]) for s in paired]
             print(f"  diagnosed submissions ({len(paired)}): per student, this tree / base: median"
-                  f" {statistics.median(ratios):.3f}x, mean {statistics.mean(ratios):.3f}x, largest {max(ratios):.3f}x")
+                  f" {statistics.median(ratios):.3f}x, mean {statistics.mean(ratios):.3f}x, largest {max(ratios):.3f}x"
+                  f" ({paired[ratios.index(max(ratios))]})")
+        for name in trees:  # what the repair runs cost (issue 44), in the submissions that had them
+            if repairs[name]:
+                print(f"  repair runs ({name}): in {len(repairs[name]) / args.rounds:.0f} submissions a round, median"
+                      f" {statistics.median(repairs[name]) * 1000:.0f} ms, mean {statistics.mean(repairs[name]) * 1000:.0f}"
+                      f" ms, largest {max(repairs[name]) * 1000:.0f} ms")
         differences = []
         for kind in times["this"]:
             before, after = (statistics.median(times[name][kind]) for name in trees)

@@ -152,6 +152,9 @@ def test_validate_cli_prints_the_table(corpus_runs, monkeypatch, capsys):
     assert "Clean" in out
     for cell in CELLS[ASSIGNMENT]:
         assert cell in out
+    lines = report.repairs.lines
+    assert f"Validate repaired those causes in the student's code and graded it again: {lines} of {lines}" in " ".join(
+        out.split())
 
 
 @pytest.mark.slow

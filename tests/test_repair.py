@@ -96,6 +96,10 @@ def test_a_repair_run_is_the_named_fix_or_the_reference_upstream_then_every_cell
     assert not own.lines_up(["TimeoutError", ""])  # stopped by the repair's shorter time
     assert own.lines_up(["", "PermissionError"])  # that cell raised before too
     assert not own.lines_up(None) and not own.lines_up([""])
+    # nothing to test in a part not answered yet, or built on one
+    idle = Planner(cells, {}, owners, model, reference, unanswered={"ex2"})
+    assert idle.upstream("ex3", {"ex2": ("empty",)}) is None and idle.own("ex2", ("empty",)) is None
+    assert idle.own("ex1", ("dim",)) is not None
 
 
 def test_a_repair_run_decides_what_follows_from_the_named_mistake():

@@ -285,7 +285,8 @@ def check_repairs(assignment, folder, entries, results, seed, jobs, unsafe_no_sa
         report.promising += 1
         causes, testable = named_causes(result), True
         if own:
-            mutants = [mutant for cell, names in causes.items() for mutant in model.get(cell, []) if mutant.name in names]
+            mutants = [mutant for cell, names in causes.items() for mutant in model.get(cell, [])
+                       if mutant.name in names]
             cells = {cell for cell, _ in own}
             notebook = nbformat.read(Path(folder) / f"{entry.name}.ipynb", as_version=4)
             answers = {cell.metadata["nbgrader"]["grade_id"]: cell.source for cell in notebook.cells

@@ -24,6 +24,7 @@ hidden there is one level, and one view: the whole result.
 """
 import contextlib
 import dataclasses
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -154,6 +155,7 @@ class GradingPlugin:
         self.causes = {}  # grade id -> the mutants its diagnosis named (CheckResult.cause)
         self.repaired = {}  # grade id -> (kind, {check name: passed}) once a repair run fixed its named mistake
         self.repaired_views = {}  # level -> `repaired` as it was for that level's view
+        self.repair_seconds = 0.0  # what the repair runs took, all levels together
         self.only, self.with_diagnoses = (set(cells) if cells is not None else None), diagnoses
         self._order, self._cells = {}, set()
 
@@ -186,7 +188,9 @@ class GradingPlugin:
                     not result.passed and not result.diagnosis for result in self.results)
                 self.finish_pending(last=level == levels[-1] and not repairs)
                 if repairs:
+                    started = time.perf_counter()
                     self.run_repairs(protocol, [item for item in items if level_of[item.nodeid] <= level])
+                    self.repair_seconds += time.perf_counter() - started
                 if level != levels[-1]:
                     state = getattr(self._student, "state_now", None)
                     self.views[level] = ([dataclasses.replace(result) for result in self.results],
@@ -250,7 +254,8 @@ class GradingPlugin:
         said is never quoted; after a repair with the reference's answers in it, only whether all
         passed (grading/repairs.py says why)."""
         planner, builds_on = self._student.repairs, self.assignment.builds_on
-        failed = {(result.grade_id, result.name) for result in self.results if not result.passed and not result.diagnosis}
+        failed = {(result.grade_id, result.name) for result in self.results
+                  if not result.passed and not result.diagnosis}
         failing = {grade_id for grade_id, _ in failed}
         self.repaired = {}
         for grade_id in sorted(failing, key=lambda cell: min(self._order.get(item.nodeid, 0) for item in items

@@ -165,7 +165,7 @@ def consequences(cells):
         for check in failing:
             # (one that the named mistake does not explain, quieted by a failing check it needs, is
             # not said to follow from it: errormodel.mark_unexplained)
-            if not check.message and not getattr(check, "diagnosis", False) and not getattr(check, "unexplained", False):
+            if not (check.message or getattr(check, "diagnosis", False) or getattr(check, "unexplained", False)):
                 check.because = because
     return cells
 

@@ -92,6 +92,7 @@ class Views:
     levels: dict = field(default_factory=dict)
     repaired: dict = field(default_factory=dict)
     repaired_levels: dict = field(default_factory=dict)
+    repair_seconds: float = 0.0  # what the repair runs took
 
 
 def run_checks(assignment, student, cells=None, seed=None):
@@ -150,10 +151,10 @@ class CheckSession:
         if kind != "ran":
             self._thread.join()  # pytest tears everything down; the next run starts afresh
             raise ChecksBroken(f"the hidden checks failed to run: {detail}")
-        results, views, repaired, repaired_levels = detail
+        results, views, repaired, repaired_levels, repair_seconds = detail
         return Views(by_cell(self.cells, results),
                      {level: (by_cell(self.cells, checks), state) for level, (checks, state) in views.items()},
-                     repaired, repaired_levels)
+                     repaired, repaired_levels, repair_seconds)
 
     def close(self):
         if self._thread is not None and self._thread.is_alive():
@@ -189,7 +190,7 @@ class CheckSession:
                 self._done.put(("failed", f"{type(error).__name__}: {error}"))
                 return
             self._done.put(("ran", (self.plugin.results, self.plugin.views, self.plugin.repaired,
-                                    self.plugin.repaired_views)))
+                                    self.plugin.repaired_views, self.plugin.repair_seconds)))
             self.plugin.begin(None, 0)  # drop the student: its sandbox is finished
 
 

@@ -52,20 +52,25 @@ class Planner:
     """The repair runs one submission can have. `cells` are [(name, source)] as it ran them,
     `raised` {name: whether it raised then}, `owners` {cell name: graded cell it leads up to}
     (grading/notebook.py), `model` the error model {exercise: [Mutant]}, `reference` the
-    reference's answer regions {name: text}."""
+    reference's answer regions {name: text}, `unanswered` the graded cells left as released."""
 
-    def __init__(self, cells, raised, owners, model, reference):
+    def __init__(self, cells, raised, owners, model, reference, unanswered=()):
         self.cells, self.raised, self.owners = list(cells), dict(raised), owners
-        self.model, self.reference = model, reference
+        self.model, self.reference, self.unanswered = model, reference, set(unanswered)
 
     def own(self, grade_id, causes):
         """The mutants `causes` (names) of `grade_id` undone in the student's cells, or None."""
+        if grade_id in self.unanswered:
+            return None
         fixed = self._undone({grade_id: causes})
         return None if fixed is None else self._run(grade_id, "own", fixed)
 
     def upstream(self, grade_id, causes):
         """The mutants `causes` ({failing exercise it builds on: names}) undone there, or, where
-        that cannot be done, the reference's answers to those exercises in their place; or None."""
+        that cannot be done, the reference's answers to those exercises in their place; or None
+        (also for a part not answered yet, or one built on parts not answered: nothing to test)."""
+        if self.unanswered & ({grade_id} | set(causes)):
+            return None
         fixed = self._undone(causes)
         if fixed is not None:
             return self._run(grade_id, "upstream", fixed)

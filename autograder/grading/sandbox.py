@@ -1030,9 +1030,10 @@ class SandboxStudent:
     def repairing(self, cells):
         """Inside, every probe goes to a sealed fork of the process probes go to, which has first run
         `cells` ([(name, source)]: a repair, grading/repairs.py). Yields what each cell raised (its
-        exception's name, or ""), or None where it could not be done (then nothing inside is asked). Only whether checks pass
-        there is used: what the fork says is never quoted, since it ran the reference's code or a
-        named fix. A repair that ends the fork costs the student nothing."""
+        exception's name, or ""), or None where it could not be done (then nothing inside is
+        asked). Only whether checks pass there is used: what the fork says is never quoted, since it
+        ran a named fix or the reference's code. A repair that ends the fork costs the student
+        nothing."""
         deadline = self.sandbox.deadline
         left = deadline - time.monotonic() if deadline is not None else 0
         if self.lost or left < REPAIR_MARGIN:

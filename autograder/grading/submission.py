@@ -174,6 +174,8 @@ class GradingWorker:
             views = self.checks.run_views(student, spec.seed, self.visibility.level if self.visibility.hides_any()
                                           else None)
             timings["checks"] = round(time.perf_counter() - clock, 4)
+            if views.repair_seconds:  # (part of "checks": the repair runs, grading/repairs.py)
+                timings["repair_runs"] = round(views.repair_seconds, 4)
         finally:
             ending, clean, memory = None, False, None
             if sandbox.process:
@@ -215,7 +217,8 @@ class GradingWorker:
         model, reference = self._repair_parts
         if not model:
             return None
-        return Planner(cells, {entry["cell"]: bool(entry["error"]) for entry in report}, self.owners, model, reference)
+        return Planner(cells, {entry["cell"]: bool(entry["error"]) for entry in report}, self.owners, model, reference,
+                       unanswered(self.owners, self.release, cells))
 
     def _reproduced(self, grade_id, causes):
         """errormodel.reproduced for this batch's seed, once per mistake and worker."""

@@ -143,7 +143,7 @@ def child_main(shell, spec, inbox, outbox, resources=None):
     wire.write_frame(outbox, wire.dump_reply(("ran", report)))
     student = NamespaceStudent(shell.user_ns, resources, calls=calls)
 
-    def rerun(cells, seconds):  # a repair run's cells, in a sealed fork (see _answer_probes), noted as the first run was
+    def rerun(cells, seconds):  # a repair run's cells in a sealed fork (_answer_probes), noted as the first run was
         with calls:
             report = _run_cells(shell, cells, time.monotonic() + min(seconds, REPAIR_SECONDS))
         # what each raised, by its exception's name alone ("" for nothing): what the fork says is not quoted
@@ -182,7 +182,8 @@ def _seed(seed):
     torch.default_generator.manual_seed(seed)
 
 
-def _answer_probes(student, inbox, outbox, wire, StudentError, sealed=False, rerun=None):  # noqa: N803 (the class, bound early)
+def _answer_probes(student, inbox, outbox, wire, StudentError,  # noqa: N803 (the class, bound early)
+                   sealed=False, rerun=None):
     """Answer the grader's probe calls on `student` until it closes the socket. `wire` and
     `StudentError` were imported before the student's code ran, which could have replaced
     what an import now would find.
@@ -248,7 +249,8 @@ def _repair(rerun, args, sealed):
     if not sealed or rerun is None:
         return ("refused", "repairs are run in a sealed fork only")
     if cells is None or len(cells) > MAX_REPAIR_CELLS or not all(
-            type(cell) in (list, tuple) and len(cell) == 2 and all(type(part) is str for part in cell) for cell in cells):
+            type(cell) in (list, tuple) and len(cell) == 2 and all(type(part) is str for part in cell)
+            for cell in cells):
         return ("refused", "a repair is a list of [name, source] cells")
     try:
         return ("repaired", rerun([tuple(cell) for cell in cells], seconds))
