@@ -257,39 +257,59 @@ class GradingPlugin:
         failed = {(result.grade_id, result.name) for result in self.results
                   if not result.passed and not result.diagnosis}
         failing = {grade_id for grade_id, _ in failed}
-        self.repaired = {}
+        self.repaired, groups = {}, {}
         for grade_id in sorted(failing, key=lambda cell: min(self._order.get(item.nodeid, 0) for item in items
                                                              if grade_id_of(item) == cell)):
             upstream = [cell for cell in builds_on.get(grade_id, ()) if cell in failing]
             causes = self.causes.get(grade_id, ())
             repair = planner.upstream(grade_id, {cell: self.causes.get(cell, ()) for cell in upstream}) if upstream \
                 else planner.own(grade_id, causes) if causes else None
-            if repair is None:
-                continue
-            saved, self.results = self.results, [result for result in self.results
-                                                 if result.grade_id not in (grade_id, *upstream)]
-            kept = self.found, self.causes, self.pending
-            self.found, self.causes, self.pending = dict(self.found), dict(self.causes), []
-            try:
-                with self._student.repairing(repair.cells) as raised:
-                    passed = self._ask_again(protocol, items, grade_id, failed) if repair.lines_up(raised) else None
-                    # the cell's own mistake, once what it builds on is fixed: its diagnosis, asked there too
-                    # (a fork with the student's code alone: what it names is theirs; checks/rootcause.py)
-                    still = passed is not None and repair.kind == "upstream" and not all(passed.values())
-                    own = self._diagnose_again(protocol, items, grade_id) if still else ""
-            finally:
-                self.results = saved
-                self.found, self.causes, self.pending = kept
-            if passed is None:
-                continue
-            if repair.kind == "reference":  # one bit: its fork held a reference answer
-                passed = dict.fromkeys(passed, all(passed.values()))
-            self.repaired[grade_id] = (repair.kind, passed)
-            diagnosis = next((item for item in items if grade_id_of(item) == grade_id
-                              and item.get_closest_marker("diagnosis")), None)
-            if repair.kind in ("upstream", "reference") and not all(passed.values()) and diagnosis is not None:
-                self._insert_diagnosis(diagnosis, message_of_text(
-                    still_wrong_once_fixed(upstream, own, right=repair.kind == "reference")))
+            if repair is not None:  # repairs that change the same cells share one run (a fork, the cells once)
+                groups.setdefault((repair.kind == "reference", repair.fixed), []).append((grade_id, upstream, repair))
+        for members in groups.values():
+            for grade_id, upstream, repair, passed, own in self._repair_together(protocol, items, failed, planner,
+                                                                                 members):
+                self._record_repair(items, grade_id, upstream, repair, passed, own)
+
+    def _repair_together(self, protocol, items, failed, planner, members):
+        """[(grade id, upstream, repair, {check name: passed}, what its diagnosis named there)] for
+        `members` ([(grade id, upstream cells, Repair)] that change the same cells), asked in one
+        repair run; [] when it could not be made or told nothing."""
+        run = planner.merged([repair for _, _, repair in members])
+        mine = {cell for grade_id, upstream, _ in members for cell in (grade_id, *upstream)}
+        saved, self.results = self.results, [result for result in self.results if result.grade_id not in mine]
+        kept = self.found, self.causes, self.pending
+        self.found, self.causes, self.pending = dict(self.found), dict(self.causes), []
+        found = []
+        try:
+            with self._student.repairing(run.cells) as raised:
+                if not run.lines_up(raised):
+                    return []
+                for grade_id, upstream, repair in members:
+                    passed = self._ask_again(protocol, items, grade_id, failed)
+                    if passed is None:
+                        return []
+                    # the cell's own mistake, once what it builds on is fixed: its diagnosis, asked there
+                    # too (a fork with the student's code alone: what it names is theirs; checks/rootcause.py)
+                    still = repair.kind == "upstream" and not all(passed.values())
+                    found.append((grade_id, upstream, repair, passed,
+                                  self._diagnose_again(protocol, items, grade_id) if still else ""))
+        finally:
+            self.results = saved
+            self.found, self.causes, self.pending = kept
+        return found
+
+    def _record_repair(self, items, grade_id, upstream, repair, passed, own):
+        """Keep what a repair run showed of `grade_id` (`repaired`), and say it where it still fails
+        once what it builds on is repaired."""
+        if repair.kind == "reference":  # one bit: its fork held a reference answer
+            passed = dict.fromkeys(passed, all(passed.values()))
+        self.repaired[grade_id] = (repair.kind, passed)
+        diagnosis = next((item for item in items if grade_id_of(item) == grade_id
+                          and item.get_closest_marker("diagnosis")), None)
+        if repair.kind in ("upstream", "reference") and not all(passed.values()) and diagnosis is not None:
+            self._insert_diagnosis(diagnosis, message_of_text(
+                still_wrong_once_fixed(upstream, own, right=repair.kind == "reference")))
 
     def _diagnose_again(self, protocol, items, grade_id):
         """What `grade_id`'s diagnosis names in the repair the student is in now ("" for nothing)."""

@@ -34,6 +34,8 @@ class Repair:
     kind: str  # "own", "upstream" or "reference" (see the module's docstring)
     cells: tuple  # ((name, source), ...): run first, in order
     raised: tuple  # (bool, ...): whether each of them raised when the submission ran
+    fixed: tuple = ()  # ((name, source), ...): the cells it changes; repairs alike share one run (`merged`)
+    span: tuple = (0, 0)  # (first, last) index of `cells` among the submission's cells
 
     def lines_up(self, raised_now):
         """Whether the run can tell anything: it ran, and no cell that ran cleanly before stopped
@@ -94,6 +96,18 @@ class Planner:
         last = max((index for index, name in enumerate(names) if self.owners.get(name) == grade_id), default=None)
         if first is None or last is None or last < first:
             return None
+        fixed = tuple(sorted((name, source) for name, source in replaced.items() if name in names))
+        return self._span(grade_id, kind, dict(fixed), first, last)
+
+    def _span(self, grade_id, kind, replaced, first, last):
         cells = tuple((name, replaced.get(name, source)) for name, source in self.cells[first:last + 1])
-        return Repair(grade_id, kind, cells, tuple(self.raised.get(name, False) for name, _ in cells))
+        return Repair(grade_id, kind, cells, tuple(self.raised.get(name, False) for name, _ in cells),
+                      tuple(sorted(replaced.items())), (first, last))
+
+    def merged(self, repairs):
+        """One run for repairs that change the same cells (`Repair.fixed`): from the first changed
+        cell to the last cell any of them checks. The checks are asked after all of them ran, as in
+        the submission itself."""
+        first, last = min(repair.span[0] for repair in repairs), max(repair.span[1] for repair in repairs)
+        return self._span(repairs[0].grade_id, repairs[0].kind, dict(repairs[0].fixed), first, last)
 
