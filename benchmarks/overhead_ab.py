@@ -130,9 +130,9 @@ def main():
                   f" ({paired[ratios.index(max(ratios))]})")
         for name in trees:  # what the repair runs cost (issue 44), in the submissions that had them
             if repairs[name]:
-                print(f"  repair runs ({name}): in {len(repairs[name]) / args.rounds:.0f} submissions a round, median"
-                      f" {statistics.median(repairs[name]) * 1000:.0f} ms, mean {statistics.mean(repairs[name]) * 1000:.0f}"
-                      f" ms, largest {max(repairs[name]) * 1000:.0f} ms")
+                ms = [seconds * 1000 for seconds in repairs[name]]
+                print(f"  repair runs ({name}): in {len(ms) / args.rounds:.0f} submissions a round, median"
+                      f" {statistics.median(ms):.0f} ms, mean {statistics.mean(ms):.0f} ms, largest {max(ms):.0f} ms")
         differences = []
         for kind in times["this"]:
             before, after = (statistics.median(times[name][kind]) for name in trees)

@@ -48,7 +48,8 @@ def test_the_promises_are_every_check_said_to_fail_because_of_something():
     result = Result(student_id="s", assignment="a", status="graded", cells=[
         CellScore("ex3", 0, 1, checks=[check("d", False, cause=["not-scaled"]), check("v", False, "above"),
                                        check("own", False), check("ok", True)]),
-        CellScore("ex5", 0, 1, checks=[check("w", False, "Exercise 3"), check("x", False, "Exercise 3 and Exercise 4")]),
+        CellScore("ex5", 0, 1, checks=[check("w", False, "Exercise 3"),
+                                       check("x", False, "Exercise 3 and Exercise 4")]),
         CellScore("ex6", 0, 1, checks=[check("y", False, "above")])])
     assert named_causes(result) == {"ex3": ["not-scaled"]}
     own, upstream = promises(result)
@@ -76,7 +77,8 @@ def test_a_repair_run_is_the_named_fix_or_the_reference_upstream_then_every_cell
     owners = {"ex1_answer": "ex1", "check-01": "ex1", "ex2_answer": "ex2", "ex2_script": "ex2", "ex3_answer": "ex3"}
     model = {"ex1": [Mutant("ex1", "dim", "m", (("ex1_answer", "dim=-1)", "dim=1)"),))],
              "ex2": [Mutant("ex2", "empty", "m", (("ex2_answer", "x = 1", "y = 2"),))]}
-    reference = {"ex1_answer": "w = s.softmax(dim=-1)", "ex2_answer": "### BEGIN SOLUTION\nclass A:\n    x = 1\n### END SOLUTION"}
+    reference = {"ex1_answer": "w = s.softmax(dim=-1)",
+                 "ex2_answer": "### BEGIN SOLUTION\nclass A:\n    x = 1\n### END SOLUTION"}
     planner = Planner(cells, {"check-01": True}, owners, model, reference)
     own = planner.own("ex1", ("dim",))
     assert own.kind == "own" and own.cells == (("ex1_answer", "w = s.softmax(dim=-1)"), ("check-01", "assert w"))

@@ -246,13 +246,14 @@ class GradingPlugin:
                     self._insert_diagnosis(item, message_of_text(said))
 
     def run_repairs(self, protocol, items):
-        """Ask each failing cell's failing checks (among `items`, run so far) again where the mistake its
-        feedback names is fixed: a repair run (grading/repairs.py) from the student's `repairs`
-        planner, in a sealed fork (`student.repairing`). Sets `repaired`: {grade id: (the repair's
-        kind, {check name: passed})}, a fixed-inputs check passing only with the checks it needs; a cell whose repair
-        could not be made, or did not line up, has none. Only pass or fail is kept: what the fork
-        said is never quoted; after a repair with the reference's answers in it, only whether all
-        passed (grading/repairs.py says why)."""
+        """Ask each failing cell's failing checks (among `items`, run so far) again where the
+        mistake its feedback names is fixed: a repair run (grading/repairs.py) from the student's
+        `repairs` planner, in a sealed fork (`student.repairing`), one for the repairs that change
+        the same cells. Sets `repaired`: {grade id: (the repair's kind, {check name: passed})}, a
+        fixed-inputs check passing only with the checks it needs; a cell whose repair could not be
+        made, or told nothing, has none. Only pass or fail is kept: what the fork said is never
+        quoted; after a repair with the reference's answers in it, only whether all passed
+        (grading/repairs.py says why)."""
         planner, builds_on = self._student.repairs, self.assignment.builds_on
         failed = {(result.grade_id, result.name) for result in self.results
                   if not result.passed and not result.diagnosis}
