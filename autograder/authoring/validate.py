@@ -16,6 +16,7 @@ notebook that raises (a visible check that fails on right answers), committed so
 or release/ notebooks that `autograder release` would now write differently, and a
 hidden check that breaks (named by file and line, which students never see).
 """
+import copy
 import json
 import os
 import re
@@ -253,62 +254,23 @@ def check_repairs(assignment, folder, entries, results, seed, jobs, unsafe_no_sa
     above passes once the mistakes named there are undone in the entry's own code (checks/repair.py;
     only where they are in the error model's words); one said to wait for Exercise N passes once
     that exercise's answers are the reference's."""
-    from autograder.checks import errormodel
-    from autograder.checks.repair import repaired
-    from autograder.course.regions import read_regions, strip_solution_markers
     from autograder.outputs.results import ResultFiles
     from autograder.runs.batch import grade_batch
     from autograder.runs.recording import graded_folder
 
-    model = errormodel.load(assignment.folder)
-    reference = read_regions(assignment.solutions)
-    report, todo, claims = RepairReport(), [], {}
     out = Path(folder) / "repaired"
     out.mkdir(parents=True, exist_ok=True)
-
-    def write(entry, kind, sources):
-        notebook = nbformat.read(Path(folder) / f"{entry.name}.ipynb", as_version=4)
-        for cell in notebook.cells:
-            name = cell.metadata.get("nbgrader", {}).get("grade_id")
-            if name in sources and cell.cell_type == "code":
-                cell.source = sources[name]
-        todo.append(out / f"{entry.name}--{kind}.ipynb")
-        nbformat.write(notebook, todo[-1])
-
+    report, claims = RepairReport(), {}
     for entry in entries:
         result = results.get(entry.name)
-        if entry.outcome != "mistake" or not result or result.status != GRADED:
-            continue
-        own, upstream = promises(result)
-        if not own and not upstream:
-            continue
-        report.promising += 1
-        causes, testable = named_causes(result), True
-        if own:
-            mutants = [mutant for cell, names in causes.items() for mutant in model.get(cell, [])
-                       if mutant.name in names]
-            cells = {cell for cell, _ in own}
-            notebook = nbformat.read(Path(folder) / f"{entry.name}.ipynb", as_version=4)
-            answers = {cell.metadata["nbgrader"]["grade_id"]: cell.source for cell in notebook.cells
-                       if cell.metadata.get("nbgrader", {}).get("solution") and cell.cell_type == "code"}
-            fixed = repaired(answers, mutants, reference) if cells <= set(causes) else None
-            if fixed is None:
-                testable = False  # a mistake named by a check's or the values' words, or in other words
-            else:
-                write(entry, "own", fixed)
-                claims[f"{entry.name}--own"] = (entry.name, sorted(own))
-        if upstream:
-            numbers = set().union(*upstream.values())
-            write(entry, "upstream", {name: strip_solution_markers(text) for name, text in reference.items()
-                                      if exercise_number(name.rsplit("_", 1)[0]) in numbers})
-            claims[f"{entry.name}--upstream"] = (entry.name, sorted(upstream))
-        if testable:
-            report.tested.append(entry.name)
-    if not todo:
+        if entry.outcome == "mistake" and result and result.status == GRADED:
+            _write_repairs(assignment, Path(folder) / f"{entry.name}.ipynb", out, result, report, claims)
+    if not claims:
         return report
     graded = graded_folder(assignment, out / "graded")
-    again = grade_batch(assignment, todo, [ResultFiles(graded)], out_dir=graded, jobs=jobs or os.cpu_count() or 1,
-                        force=True, seed=seed, unsafe_no_sandbox=unsafe_no_sandbox)
+    again = grade_batch(assignment, [out / f"{student}.ipynb" for student in claims], [ResultFiles(graded)],
+                        out_dir=graded, jobs=jobs or os.cpu_count() or 1, force=True, seed=seed,
+                        unsafe_no_sandbox=unsafe_no_sandbox)
     after = {r.student_id: r for r in again.results}
     for student, (name, promised) in claims.items():
         now = after.get(student)
@@ -319,6 +281,52 @@ def check_repairs(assignment, folder, entries, results, seed, jobs, unsafe_no_sa
         if wrong:
             report.contradicted.setdefault(name, []).extend(wrong)
     return report
+
+
+def _write_repairs(assignment, path, out, result, report, claims):
+    """Write `out`/<entry>--own.ipynb (the named mistakes undone) and <entry>--upstream.ipynb (the
+    reference's answers to the exercises it waits for), as far as `result`'s promises need them;
+    note in `claims` {student id: (entry, promised checks)} what each must show, and in `report`."""
+    from autograder.checks import errormodel
+    from autograder.checks.repair import repaired
+    from autograder.course.regions import read_regions, strip_solution_markers
+
+    own, upstream = promises(result)
+    if not own and not upstream:
+        return
+    report.promising += 1
+    name, causes, testable = path.stem, named_causes(result), True
+    model, reference = errormodel.load(assignment.folder), read_regions(assignment.solutions)
+    notebook = nbformat.read(path, as_version=4)
+    answers = {cell.metadata["nbgrader"]["grade_id"]: cell.source for cell in notebook.cells
+               if cell.metadata.get("nbgrader", {}).get("solution") and cell.cell_type == "code"}
+    if own:
+        mutants = [mutant for cell, names in causes.items() for mutant in model.get(cell, [])
+                   if mutant.name in names]
+        fixed = repaired(answers, mutants, reference) if {cell for cell, _ in own} <= set(causes) else None
+        if fixed is None:
+            testable = False  # a mistake named by a check's or the values' words, or in other words
+        else:
+            _write_notebook(notebook, fixed, out / f"{name}--own.ipynb")
+            claims[f"{name}--own"] = (name, sorted(own))
+    if upstream:
+        numbers = set().union(*upstream.values())
+        _write_notebook(notebook, {region: strip_solution_markers(text) for region, text in reference.items()
+                                   if exercise_number(region.rsplit("_", 1)[0]) in numbers},
+                        out / f"{name}--upstream.ipynb")
+        claims[f"{name}--upstream"] = (name, sorted(upstream))
+    if testable:
+        report.tested.append(name)
+
+
+def _write_notebook(notebook, sources, path):
+    """`notebook` with the code cells named in `sources` ({grade id: source}) replaced, at `path`."""
+    notebook = nbformat.from_dict(copy.deepcopy(notebook))
+    for cell in notebook.cells:
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if grade_id in sources and cell.cell_type == "code":
+            cell.source = sources[grade_id]
+    nbformat.write(notebook, path)
 
 
 def reference_cell_errors(source, solved):
