@@ -258,13 +258,17 @@ def check_repairs(assignment, folder, entries, results, seed, jobs, unsafe_no_sa
     from autograder.runs.batch import grade_batch
     from autograder.runs.recording import graded_folder
 
+    from autograder.checks import errormodel
+    from autograder.course.regions import read_regions
+
     out = Path(folder) / "repaired"
     out.mkdir(parents=True, exist_ok=True)
     report, claims = RepairReport(), {}
+    model, reference = errormodel.load(assignment.folder), read_regions(assignment.solutions)  # read once
     for entry in entries:
         result = results.get(entry.name)
         if entry.outcome == "mistake" and result and result.status == GRADED:
-            _write_repairs(assignment, Path(folder) / f"{entry.name}.ipynb", out, result, report, claims)
+            _write_repairs(model, reference, Path(folder) / f"{entry.name}.ipynb", out, result, report, claims)
     if not claims:
         return report
     graded = graded_folder(assignment, out / "graded")
@@ -283,20 +287,19 @@ def check_repairs(assignment, folder, entries, results, seed, jobs, unsafe_no_sa
     return report
 
 
-def _write_repairs(assignment, path, out, result, report, claims):
+def _write_repairs(model, reference, path, out, result, report, claims):
     """Write `out`/<entry>--own.ipynb (the named mistakes undone) and <entry>--upstream.ipynb (the
     reference's answers to the exercises it waits for), as far as `result`'s promises need them;
-    note in `claims` {student id: (entry, promised checks)} what each must show, and in `report`."""
-    from autograder.checks import errormodel
+    note in `claims` {student id: (entry, promised checks)} what each must show, and in `report`.
+    `model` is the error model, `reference` the reference's regions."""
     from autograder.checks.repair import repaired
-    from autograder.course.regions import read_regions, strip_solution_markers
+    from autograder.course.regions import strip_solution_markers
 
     own, upstream = promises(result)
     if not own and not upstream:
         return
     report.promising += 1
     name, causes, testable = path.stem, named_causes(result), True
-    model, reference = errormodel.load(assignment.folder), read_regions(assignment.solutions)
     notebook = nbformat.read(path, as_version=4)
     answers = {cell.metadata["nbgrader"]["grade_id"]: cell.source for cell in notebook.cells
                if cell.metadata.get("nbgrader", {}).get("solution") and cell.cell_type == "code"}

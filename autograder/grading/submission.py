@@ -154,6 +154,7 @@ class GradingWorker:
         spec, sandbox = self.spec, self.sandbox
         points = grade_cells(self.source)
         notes, cell_errors, clean_cells = list(clean.tampering), [], clean.cells
+        untouched = unanswered(self.owners, self.release, clean_cells)  # as released: one line, no repairs
         timings, clock = base["timings"], time.perf_counter()
         # Student code's own random numbers come from a seed derived from the batch's with a key no
         # student knows: torch.initial_seed() must not tell the batch's seed.
@@ -164,7 +165,7 @@ class GradingWorker:
             report = _cell_report(first, [name for name, _ in clean.cells])
             if report is not None:
                 cell_errors = [entry for entry in report if entry["error"]]
-                student.repairs = self._planner(clean.cells, report)
+                student.repairs = self._planner(clean.cells, report, untouched)
                 timings["cells_own_time"] = round(sum(entry["seconds"] for entry in report), 4)
             else:
                 kind = first[0] if first[0] in ("timeout", "died") else "unreadable"
@@ -192,9 +193,8 @@ class GradingWorker:
             what_fixing_earns(still_failing_wait(cells, repaired), repaired, points)
         whole = explained(views.cells, cell_errors, builds_on)
         state = {"lost": student.lost, "lost_kind": student.lost_kind, "memory": memory}
-        # An exercise left as released is one line, "not answered yet": its checks' messages and its
-        # cells' tracebacks (a stub's NotImplementedError, a check cell's NameError) say nothing more.
-        untouched = unanswered(self.owners, self.release, clean_cells)
+        # An exercise left as released: its checks' messages and its cells' tracebacks (a stub's
+        # NotImplementedError, a check cell's NameError) say nothing more.
         shown_errors = [error for error in cell_errors if not self._says_unanswered(error, untouched)]
         result = build_result(spec, base, points, whole, ending_notes(notes, state, ending, student.fork_lost),
                               shown_errors, started, untouched)
@@ -209,7 +209,7 @@ class GradingWorker:
             result.reusable = REUSABLE
         return result
 
-    def _planner(self, cells, report):
+    def _planner(self, cells, report, untouched):
         """The repair runs this submission can have (grading/repairs.py), or None without an error model."""
         if self._repair_parts is None:
             folder = self.assignment.folder
@@ -218,7 +218,7 @@ class GradingWorker:
         if not model:
             return None
         return Planner(cells, {entry["cell"]: bool(entry["error"]) for entry in report}, self.owners, model, reference,
-                       unanswered(self.owners, self.release, cells))
+                       untouched)
 
     def _reproduced(self, grade_id, causes):
         """errormodel.reproduced for this batch's seed, once per mistake and worker."""
