@@ -282,9 +282,29 @@ def broken_checks(results, shown=8):
     return lines
 
 
+# A consequence that no run showed (CheckOutcome.because starts with it): the mistake is named in a
+# check's own words, which no repair run can undo, so the page says the check fails too, not why.
+UNTESTED = "untested: "
+
+
 def consequence_words(because):
-    """How a consequence is said: "fails because of the mistake above" (or "of Exercise 3")."""
+    """How a consequence is said: "fails because of the mistake above" (or "of Exercise 3"), shown
+    by a run with that mistake repaired; "fails too: ..." where no run showed it (UNTESTED)."""
+    if because.startswith(UNTESTED):
+        cause = because.removeprefix(UNTESTED)
+        cause = "the mistake above" if cause == "above" else cause
+        return f"fails too: fix {cause} first, then run the checks again to see whether this one passes"
     return "fails because of the mistake above" if because == "above" else f"fails because of {because} (see above)"
+
+
+def _joined(because, other):
+    """The `because` of a group of cases from two of its cases' ("" when they name different causes;
+    untested when one of them is)."""
+    if because is None or because == other:
+        return other
+    if because.removeprefix(UNTESTED) == other.removeprefix(UNTESTED):
+        return UNTESTED + other.removeprefix(UNTESTED)
+    return ""
 
 
 def grouped_checks(checks):
@@ -304,7 +324,7 @@ def grouped_checks(checks):
             group["failed"] += 1
             group["message"] = group["message"] or check.message
             because = getattr(check, "because", "")
-            group["because"] = because if group["because"] in (None, because) and because else ""
+            group["because"] = _joined(group["because"], because) if because else ""
     listed = list(groups.values())
     for group in listed:
         group["because"] = (group["because"] or "") if not group["message"] else ""

@@ -429,3 +429,20 @@ def test_attention_that_ignores_queries_and_keys_earns_no_property_points(solved
     # Causal, yet no leak earns nothing: the property is only worth something of real attention (issue 43)
     assert "ignore the queries and keys" in lost["test_no_future_leak"]
     assert "ignore the queries and keys" in lost["test_moves_with_model"]
+
+
+@pytest.mark.parametrize("got, expected, says", [
+    ((1, 5), (5,), "an extra dimension of size 1"),
+    ((5,), (5, 1), "a dimension of size 1 is missing"),
+    ((3, 6), (6, 3), "the same sizes in another order"),
+    ((2, 5), (5,), None),  # a batch of two is not a reshape: nothing simple to say
+])
+def test_a_wrong_shape_says_how_it_differs_when_that_is_simple(got, expected, says):
+    """Issue 44, item 4: a shape message says what the sizes show (an extra 1, a missing 1, a transpose)."""
+    from autograder.checks.verdict import expect_tensor
+
+    with pytest.raises(pytest.fail.Exception) as failed:
+        expect_tensor(torch.zeros(got), "The output", shape=expected)
+    message = str(failed.value)
+    assert message.startswith(f"The output: expected shape {expected}, got {got}")
+    assert (says in message) if says else message.endswith(f"got {got}.")

@@ -4,10 +4,15 @@ Every entry of exercises/<assignment>/corpus.toml is graded in sandboxes by
 `grade_batch` (what `autograder grade` and `autograder validate` run), with five
 seeds and one seed twice.
 """
+import builtins
 import json
+import keyword
+import math
 import re
 
+import nbformat
 import pytest
+import torch
 
 from autograder import cli
 from autograder.authoring import validate as validate_module
@@ -349,6 +354,24 @@ def wording_problems(message):
     return problems
 
 
+# Names a message may use without the student's code or the exercise holding them: Python's and
+# PyTorch's own (`torch.tril`, `contiguous`, `self`).
+LIBRARY_NAMES = (set(dir(builtins)) | set(keyword.kwlist) | set(dir(math)) | set(dir(torch)) | set(dir(torch.nn))
+                 | set(dir(torch.Tensor)) | set(dir(torch.nn.functional)) | set(dir(torch.nn.Module))
+                 | {"torch", "nn", "F", "self", "math"})
+TICKED = re.compile(r"`([^`]+)`")
+YOURS = re.compile(r"\b[Yy]our ([A-Z][A-Za-z0-9_]+)")  # "your MultiHeadAttention"
+IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def strange_names(message, notebook_text):
+    """The names a message quotes (in backticks, or "your ClassName") that exist in neither the
+    student's notebook (their code and the exercise's text and given code) nor Python or PyTorch."""
+    known = set(IDENTIFIER.findall(notebook_text))
+    quoted = [name for span in TICKED.findall(message) for name in IDENTIFIER.findall(span)] + YOURS.findall(message)
+    return sorted({name for name in quoted if name not in known and name not in LIBRARY_NAMES})
+
+
 def test_wording_problems_are_found():
     assert wording_problems("expected [-0.4519, 0.2216], got [-0.4519, 0.2216]")
     assert not wording_problems("expected [-0.4519, 0.2216], got [-0.4519, 0.2217]")
@@ -371,6 +394,31 @@ def test_no_message_of_the_corpus_has_words_a_machine_can_tell_are_wrong(corpus_
                 if problems := wording_problems(message):
                     found.setdefault(name, []).extend(problems)
     assert found == {}
+
+
+def test_names_in_neither_the_code_nor_the_exercise_are_found():
+    code = "def split(x):\n    return x.view(2, -1)\nclass CausalAttention: pass"
+    assert strange_names("In your `split`, line 2, `return x.view(2, -1)`", code) == []
+    assert strange_names("Use `torch.tril` and call `.contiguous()` on `self.mask`", code) == ["mask"]
+    assert strange_names("In your `split_heads`, ...", code) == ["split_heads"]
+    assert strange_names("Your MultiHeadAttention has no heads; your CausalAttention is right", code) == ["MultiHeadAttention"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_no_message_of_the_corpus_names_what_is_in_neither_the_code_nor_the_exercise(corpus_runs, assignment):
+    """Issue 44, item 6: a helper name the student never wrote, or a class the exercise does not have,
+    sends them looking for code that is not there."""
+    report, out_dir = corpus_runs(assignment)["0"]
+    found = {}
+    for name, result in report.results.items():
+        notebook = nbformat.read(out_dir.parent / "submissions" / f"{name}.ipynb", as_version=4)
+        text = "\n".join(cell.source for cell in notebook.cells)
+        for cell in result.cells:
+            for message in [] if cell.unanswered else shown_messages(cell):
+                if names := strange_names(message, text):
+                    found.setdefault(name, []).append((names, message[:160]))
+    assert report.results and found == {}
 
 
 @pytest.mark.slow

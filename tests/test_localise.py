@@ -107,7 +107,22 @@ def test_two_mistakes_are_both_named():
 
 def test_a_scale_is_said_as_what_the_line_divides_by_and_what_it_should():
     _, said = found_in(notebook([("ex3_answer", "math.sqrt(self.d_out)", "self.d_out")]))
-    assert "it divides by 4, where it should divide by 2 (the square root of 4)" in said
+    # (its numbers say which size they are: CausalAttention(6, 4, 9) has d_out = 4, the only 4)
+    assert "it divides by 4 (d_out), where it should divide by 2 (the square root of d_out = 4)" in said
+
+
+def test_numbers_name_the_size_they_are_only_where_one_size_has_that_value():
+    sizes = {"d_in": 6, "d_out": 4, "context_length": 9}
+    assert localise._number(2, True, sizes) == "2 (the square root of d_out = 4)"
+    assert localise._number(6, True, sizes) == "6 (d_in)"
+    assert localise._number(2, True, {"d_in": 4, "d_out": 4}) == "2 (the square root of 4)"  # which 4?
+    assert localise._number(2.8284271, True, sizes) == "2.83 (the square root of 8)"
+    assert localise._number(3, "named", {}) == "3"  # a factor of 3 is not called the square root of 9
+    scores = torch.randn(3, 3)
+    assert localise.difference(scores * 2, scores, sizes) == "its values are 2 (the square root of d_out = 4) times the expected ones"
+    assert localise.difference(scores / 2, scores, sizes) == ("its values are the expected ones divided by 2"
+                                                              " (the square root of d_out = 4)")
+    assert localise.difference(scores * 0.37, scores, sizes) == "its values are 0.37 times the expected ones"
 
 
 def test_another_valid_order_of_steps_is_not_blamed():

@@ -179,9 +179,14 @@ def test_a_check_the_named_mistake_alone_passes_keeps_its_own_words():
     unverified = {"ex6": CellResult("ex6", [result("test_diagnosis", False, "Named.", named=True, diagnosis=True),
                                             result("test_output_shape", False, "Generic words.")])}
     consequences(one_cause_per_cell(mark_unexplained(unverified, outcomes)))
-    # No mutant named (a check named it, or localisation did): nothing to run, so nothing is verified
-    # and the old reading stands (the open part of issue 44, item 1).
-    assert unverified["ex6"].checks[1].because == "above" and len(asked) == 1
+    # No mutant named (a check named it, or localisation did): nothing to run, so nothing is shown to
+    # follow from it. The check is listed under the mistake as failing too, not as failing because of it.
+    assert unverified["ex6"].checks[1].because == "untested: above" and len(asked) == 1
+    from autograder.record import consequence_words
+
+    assert consequence_words(unverified["ex6"].checks[1].because) == (
+        "fails too: fix the mistake above first, then run the checks again to see whether this one passes")
+    assert consequence_words("above") == "fails because of the mistake above"
 
 
 def test_fix_exercise_3_first_is_said_only_of_checks_the_named_upstream_mistake_also_fails():

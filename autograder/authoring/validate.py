@@ -32,7 +32,7 @@ from autograder.checks.plugin import COULD_NOT_RUN
 from autograder.checks.rootcause import exercise_number
 from autograder.course import CourseError, copy_assignment, derive_seed
 from autograder.course.settings import ValidateSettings
-from autograder.record import GRADED, cell_in_words
+from autograder.record import GRADED, UNTESTED, cell_in_words
 
 
 DIAGNOSES_MIN = ValidateSettings.diagnoses_named_min  # asked of every assignment; one may set a floor of its own
@@ -239,8 +239,8 @@ def promises(result):
     own, upstream = set(), {}
     for cell in result.cells:
         for check in cell.checks:
-            if check.passed or not check.because:
-                continue
+            if check.passed or not check.because or check.because.startswith(UNTESTED):
+                continue  # (an untested one promises nothing: it says the check fails too)
             if check.because == "above":
                 own.add((cell.name, check.name))
             else:

@@ -4,6 +4,7 @@ Modules are compared by building the student's and the reference module with
 identical parameters (copied by name) and running both on the same input.
 """
 import functools
+import inspect
 from pathlib import Path
 
 import torch
@@ -190,6 +191,7 @@ class Locating:
         found = yield from localise.localising(self.student, handle, list(inputs), output, steps, self.seed)
         if found is not None:
             found.missing_parameters = list(missing)
+            found.sizes = call_sizes(getattr(self.reference, class_name), args, kwargs)
         return found
 
     def function(self, name, inputs):
@@ -198,7 +200,20 @@ class Locating:
 
         function = getattr(self.reference, name)
         output, steps = self.reference_trace(lambda: function(*inputs))
-        return (yield from localise.localising(self.student, name, list(inputs), output, steps, self.seed))
+        found = yield from localise.localising(self.student, name, list(inputs), output, steps, self.seed)
+        if found is not None:
+            found.sizes = call_sizes(function, inputs, {})
+        return found
+
+
+def call_sizes(reference, args, kwargs):
+    """{parameter name: int} of a call of the reference's class or function (the names the
+    exercise's def line gives): a message's numbers can say which size they are."""
+    try:
+        bound = inspect.signature(reference).bind_partial(*args, **kwargs).arguments
+    except (TypeError, ValueError):
+        return {}
+    return {name: value for name, value in bound.items() if type(value) is int}
 
 
 class Locate:

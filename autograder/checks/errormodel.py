@@ -227,7 +227,9 @@ def mark_unexplained(cells, outcomes, builds_on=None, repaired=None):
     wrong values, or another error), is not explained. The mistakes are the cell's own diagnosis's
     mutants or, where it has none, those of every failing cell it builds on (`builds_on`), when each
     of those named one. `autograder validate` tests what is still said by undoing the mistakes in
-    the student's code (authoring/validate.py `check_repairs`)."""
+    the student's code (authoring/validate.py `check_repairs`). Where neither a repair nor a
+    reproduction ran (the mistake is named in a check's own words), a failing check is marked
+    `untested`: it is not said to fail because of the named mistake, only to fail too."""
     def causes_of(grade_id):
         named = next((check for check in cells[grade_id].checks if check.diagnosis and check.cause), None)
         return tuple((grade_id, name) for name in named.cause) if named is not None else ()
@@ -245,8 +247,11 @@ def mark_unexplained(cells, outcomes, builds_on=None, repaired=None):
         if not causes and upstream and all(causes_of(up) for up in upstream):
             causes = tuple(cause for up in upstream for cause in causes_of(up))
         theirs = outcomes(grade_id, causes) if causes else None
-        for check in cell.checks if theirs else ():
-            if check.passed or check.diagnosis or check.name not in theirs:
+        for check in cell.checks:
+            if check.passed or check.diagnosis:
+                continue
+            if not theirs or check.name not in theirs:
+                check.untested = True  # nothing ran that could show it follows from the named mistake
                 continue
             passed, how = theirs[check.name]
             if passed or how != failure(check.message):

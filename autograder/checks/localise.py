@@ -71,6 +71,7 @@ class Finding:
     also: str = ""  # what else the student should read beside the places (said after them)
     early: object = None  # (student step, reference step): the output is this earlier step of the reference
     missing_parameters: list = field(default_factory=list)  # the reference's, which the student's module lacks
+    sizes: dict = field(default_factory=dict)  # {name: int} the code was called with ("d_out": 4): numbers name them
 
 
 def steps_of(raw, names=None):
@@ -568,8 +569,9 @@ def _matched_before(steps, matches, reference_steps, step):
 
 
 # -- saying it ----------------------------------------------------------------------------
-def difference(got, expected):
-    """How `got` differs from `expected`, in a few words ("" when nothing simple is true)."""
+def difference(got, expected, sizes=None):
+    """How `got` differs from `expected`, in a few words ("" when nothing simple is true).
+    `sizes` ({name: int} the code was called with) name a scale factor that is one of them."""
     if got is None or expected is None or got.shape != expected.shape:
         return ""
     got, expected = got.double(), expected.double()
@@ -586,7 +588,9 @@ def difference(got, expected):
         return "it has NaN values where none are expected"
     ratio = _constant(got, expected)
     if ratio is not None and abs(ratio - 1) > 1e-3 and abs(ratio) > 1e-3:  # all zeros is no scale: nothing to say
-        return f"its values are {ratio:.3g} times the expected ones"
+        if 0 < ratio < 1 and _nice(1 / ratio):  # a division too many: by 2, by sqrt(8)
+            return f"its values are the expected ones divided by {_number(1 / ratio, 'named', sizes)}"
+        return f"its values are {_number(ratio, 'named', sizes) if ratio > 0 else f'{ratio:.3g}'} times the expected ones"
     if got.dim() >= 2 and got.shape[-1] == got.shape[-2] and _close(got, expected.transpose(-2, -1)):
         return "its values are the expected ones transposed"
     offset = (got - expected)[torch.isfinite(got) & torch.isfinite(expected)]
@@ -632,14 +636,15 @@ def specific(finding):
         for step, ref in finding.places)
 
 
-def _should(step, ref, reference_steps=(), inputs=()):
+def _should(step, ref, reference_steps=(), inputs=(), sizes=None):
     what = ref.name or "the expected values"
     expected = laid_out(ref.value, step.shape)
-    diff = _scaling(step, ref, reference_steps, inputs) or difference(step.value, expected[0] if expected else None)
+    diff = (_scaling(step, ref, reference_steps, inputs, sizes)
+            or difference(step.value, expected[0] if expected else None, sizes))
     return f"should give {what}{f', but {diff}' if diff else ', but its values differ'}"
 
 
-def _scaling(step, ref, reference_steps, inputs=()):
+def _scaling(step, ref, reference_steps, inputs=(), sizes=None):
     """For a reference step that divides (or multiplies) a value by a constant, and a student's
     step that is a constant times it: what the student's line divides by, and what it should."""
     if ref.op not in ("div", "truediv", "mul", "rdiv") or step.value is None:
@@ -656,8 +661,9 @@ def _scaling(step, ref, reference_steps, inputs=()):
     if divisor is None or ratio is None or abs(ratio - 1) < 1e-3 or abs(ratio) < 1e-3:
         return ""
     theirs = divisor / ratio
-    does = f"multiplies by {_number(1 / theirs)}" if abs(theirs) < 1 else f"divides by {_number(theirs)}"
-    return f"it {does}, where it should divide by {_number(divisor, root=True)}"
+    does = (f"multiplies by {_number(1 / theirs, True, sizes)}" if abs(theirs) < 1
+            else f"divides by {_number(theirs, True, sizes)}")
+    return f"it {does}, where it should divide by {_number(divisor, True, sizes)}"
 
 
 def _constant(a, b):
@@ -673,16 +679,32 @@ def _constant(a, b):
     return mean if ratio.std().item() <= 1e-3 * max(abs(mean), 1e-6) else None
 
 
-def _number(x, root=False):
-    """2, 2.83 (the square root of 8), 0.5; with `root`, 2 (the square root of 4) too."""
+def _number(x, root=False, sizes=None):
+    """2, 2.83 (the square root of 8), 0.5; with `root`, 2 (the square root of 4) too, and with
+    root="named" only where the square is one of `sizes`. A number that is one of `sizes` ({name:
+    int} the code was called with), or its square root, says which: "2 (the square root of
+    d_out = 4)", "4 (d_out)". Two sizes of that value name neither."""
     square = round(x * x)
-    if root and square > 1 and abs(x - square ** 0.5) < 1e-4 * max(x, 1) and abs(x - round(x)) < 1e-4:
-        return f"{round(x)} (the square root of {square})"
-    if abs(x - round(x)) < 1e-4:
-        return f"{round(x)}"
-    if square > 1 and abs(x - square ** 0.5) < 1e-4 * max(x, 1):
-        return f"{x:.3g} (the square root of {square})"
+    whole = abs(x - round(x)) < 1e-4
+    is_root = square > 1 and abs(x - square ** 0.5) < 1e-4 * max(x, 1)
+    named_root = _size(square, sizes) != f"{square}"
+    named = whole and _size(round(x), sizes) != f"{round(x)}"
+    if is_root and (not whole or named_root or (root and root != "named" and not named)):
+        return f"{round(x) if whole else f'{x:.3g}'} (the square root of {_size(square, sizes)})"
+    if whole:
+        return f"{round(x)}" + (f" ({_size(round(x), sizes).split(' = ')[0]})" if named else "")
     return f"{x:.3g}"
+
+
+def _nice(x):
+    """Whether x is a whole number or the square root of one (a scale worth naming)."""
+    return abs(x - round(x)) < 1e-4 or (round(x * x) > 1 and abs(x - round(x * x) ** 0.5) < 1e-4 * max(x, 1))
+
+
+def _size(n, sizes):
+    """'d_out = 4' when exactly one of `sizes` is n, else '4'."""
+    names = [name for name, value in (sizes or {}).items() if value == n]
+    return f"{names[0]} = {n}" if len(names) == 1 and n > 1 else f"{n}"
 
 
 def unused(finding):
@@ -783,7 +805,8 @@ def _message(finding, where):
     matched = (f"Up to there your values match the expected ones ({', '.join(finding.matched[:MAX_NAMES])}). "
                if finding.matched else "")
     matches = match(finding.student_steps, finding.reference_steps)
-    said = [f"{quoted(step)}: it {_should(step, ref, finding.reference_steps, finding.inputs)}" for step, ref in finding.places]
+    said = [f"{quoted(step)}: it {_should(step, ref, finding.reference_steps, finding.inputs, finding.sizes)}"
+            for step, ref in finding.places]
     notes = [_rearranged(step, finding.student_steps, matches, finding.reference_steps) for step, _ in finding.places]
     if len(said) == 1 and finding.repaired:
         step = finding.places[0][0]

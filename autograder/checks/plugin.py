@@ -59,6 +59,10 @@ class CheckResult:
     # Code with only the named mistake passes this check (errormodel.mark_unexplained): the named mistake
     # does not explain its failure, so it keeps its own words (checks/rootcause.py).
     unexplained: bool = False
+    # Nothing ran to show whether the named mistake explains this failure (a mistake named in a check's
+    # own words, which no repair run can undo): a consequence of it is then said as "fails too", not
+    # "fails because of" (errormodel.mark_unexplained, rootcause.consequences).
+    untested: bool = False
 
 
 def grade_id_of(item):

@@ -22,6 +22,7 @@ the words change, and they are true whatever the cell's own code is.
 import re
 
 from autograder.checks.verdict import short
+from autograder.record import UNTESTED
 
 # What a cascade message looks like (authoring/corpus.py scores diagnoses by it).
 UPSTREAM = re.compile(r"[Ff]ix Exercise \S+(?: and Exercise \S+)* first")
@@ -166,7 +167,8 @@ def consequences(cells):
             # (one that the named mistake does not explain, quieted by a failing check it needs, is
             # not said to follow from it: errormodel.mark_unexplained)
             if not (check.message or getattr(check, "diagnosis", False) or getattr(check, "unexplained", False)):
-                check.because = because
+                # (no run showed that it follows: record.consequence_words says it "fails too")
+                check.because = f"{UNTESTED}{because}" if getattr(check, "untested", False) else because
     return cells
 
 

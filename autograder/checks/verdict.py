@@ -112,6 +112,24 @@ def describe(value):
     return f"a {type(value).__name__}"
 
 
+def shape_difference(got, expected):
+    """How shape `got` differs from `expected`, when it is simple (else ""): ": an extra dimension of
+    size 1 (...)", ": a dimension of size 1 is missing (...)", ": the same sizes in another order
+    (...)". Sizes only: what the code computed there is not looked at."""
+    def without_ones(sizes):
+        return tuple(n for n in sizes if n != 1)
+
+    if len(got) > len(expected) and without_ones(got) == without_ones(expected) and set(got) - set(expected) <= {1}:
+        extra = len(got) - len(expected)
+        return (f": {'an extra dimension' if extra == 1 else f'{extra} extra dimensions'} of size 1 (a reshape,"
+                " unsqueeze or keepdim=True where none belongs?)")
+    if len(got) < len(expected) and without_ones(got) == without_ones(expected):
+        return ": a dimension of size 1 is missing (a squeeze, or a max or sum without keepdim=True?)"
+    if len(got) == len(expected) and got != expected and sorted(got) == sorted(expected) and len(set(got)) > 1:
+        return ": the same sizes in another order (are two dimensions transposed?)"
+    return ""
+
+
 def expect_tensor(value, what, shape=None, dtype=None, finite=True):
     """A real torch.Tensor (no subclass) with the given shape and dtype, all finite."""
     if isinstance(value, (list, tuple)):  # a returned tuple arrives as a list
@@ -120,7 +138,8 @@ def expect_tensor(value, what, shape=None, dtype=None, finite=True):
     if type(value) is not torch.Tensor:
         fail(f"{what} should be a torch tensor, but it is {describe(value)}.")
     if shape is not None and tuple(value.shape) != tuple(shape):
-        fail(f"{what}: expected shape {shape_text(shape)}, got {shape_text(value.shape)}.")
+        how = shape_difference(tuple(value.shape), tuple(shape))
+        fail(f"{what}: expected shape {shape_text(shape)}, got {shape_text(value.shape)}{how}.")
     if dtype is not None and value.dtype != dtype:
         fail(f"{what}: expected dtype {dtype}, got {value.dtype}.")
     if finite and value.is_floating_point() and not all_finite(value):

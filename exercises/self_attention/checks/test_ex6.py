@@ -57,8 +57,8 @@ def expect_copied(weights, before, after, d_in, d_out):
             fail(f"After the copy, sa_v1.{part} has shape {shape_text(got.shape)}; expected"
                  f" {shape_text(want.shape)}.")
         if close(got, before[part]) and not close(got, want):
-            fail(f"After your function ran, sa_v1.{part} is unchanged. Assigning to a name (a loop variable,"
-                 " or `p = ...`) does not change the parameter: copy into it in place, sa_v1."
+            fail(f"After your function ran, sa_v1.{part} is unchanged. Assigning a new value to a plain name"
+                 " (a loop variable, for example) does not change the parameter: copy into it in place, sa_v1."
                  f"{part}.copy_(...) under torch.no_grad(), from sa_v2 into sa_v1 (the second argument).")
         blend = _blend(got, before[part], want)
         if blend is not None:
