@@ -112,16 +112,22 @@ def test_a_scale_is_said_as_what_the_line_divides_by_and_what_it_should():
 
 
 def test_numbers_name_the_size_they_are_only_where_one_size_has_that_value():
-    sizes = {"d_in": 6, "d_out": 4, "context_length": 9}
-    assert localise._number(2, True, sizes) == "2 (the square root of d_out = 4)"
-    assert localise._number(6, True, sizes) == "6 (d_in)"
-    assert localise._number(2, True, {"d_in": 4, "d_out": 4}) == "2 (the square root of 4)"  # which 4?
-    assert localise._number(2.8284271, True, sizes) == "2.83 (the square root of 8)"
-    assert localise._number(3, "named", {}) == "3"  # a factor of 3 is not called the square root of 9
+    sizes = {"d_in": 6, "d_out": 4, "num_heads": 2, "context_length": 9}
+    line = "weights = torch.softmax(scores / math.sqrt(d_out) + d_in, dim=-1)"
+    assert localise._number(2, True, sizes, line) == "2 (the square root of d_out = 4)"
+    assert localise._number(6, True, sizes, line) == "6 (d_in)"
+    # A size the line does not use is not named: 2 is num_heads, but this line divides by d_head.
+    assert localise._number(2, "named", sizes, "scores / self.d_head") == "2"
+    assert localise._number(1.4142136, True, sizes, "scores / math.sqrt(self.d_head)") == "1.41 (the square root of 2)"
+    assert localise._number(2, True, {"d_in": 4, "d_out": 4}, line) == "2 (the square root of 4)"  # which 4?
+    assert localise._number(2.8284271, True, sizes, line) == "2.83 (the square root of 8)"
+    assert localise._number(5, "size", sizes, line) == "5"  # not the square root of 25: no size is 25
+    assert localise._number(2, "size", sizes, "") == "2 (the square root of 4)"  # some size is 4
     scores = torch.randn(3, 3)
-    assert localise.difference(scores * 2, scores, sizes) == "its values are 2 (the square root of d_out = 4) times the expected ones"
-    assert localise.difference(scores / 2, scores, sizes) == ("its values are the expected ones divided by 2"
-                                                              " (the square root of d_out = 4)")
+    assert localise.difference(scores * 2, scores, sizes, line) == (
+        "its values are 2 (the square root of d_out = 4) times the expected ones")
+    assert localise.difference(scores / 2, scores, sizes, "scores * k.shape[-1] ** 0.5") == (
+        "its values are the expected ones divided by 2 (the square root of 4)")
     assert localise.difference(scores * 0.37, scores, sizes) == "its values are 0.37 times the expected ones"
 
 
@@ -245,3 +251,14 @@ def test_a_forged_trace_from_the_sandbox_is_read_safely():
     assert len(steps) == localise.MAX_STEPS - 1  # the string left out, the rest cut at MAX_STEPS
     assert steps[0].line == 0 and len(steps[0].code) <= localise.MAX_CODE and steps[0].shape == ()
     assert steps[0].came_from == [1] and steps[1].line == 4 and steps[1].came_from == []
+
+
+def test_heads_stacked_along_the_batch_are_a_layout_of_the_expected_values():
+    """(B, H, N, d) laid out as the student's (H * B, N, d) (torch.cat(torch.split(q, d_head, -1), 0)) or
+    (B * H, N, d): both orders are tried first, with the last two dimensions in place."""
+    value = torch.randn(2, 3, 4, 5)  # (B, H, N, d)
+    options = localise.laid_out(value, (6, 4, 5))
+    heads_first = torch.cat(torch.split(value.transpose(1, 2).reshape(2, 4, 15), 5, dim=-1), dim=0)
+    assert any(torch.equal(option, heads_first) for option in options[:2])
+    assert any(torch.equal(option, value.reshape(6, 4, 5)) for option in options[:2])
+    assert localise.laid_out(value, (7, 4, 5)) == []  # other numbers of values: no layout

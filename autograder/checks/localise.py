@@ -27,6 +27,8 @@ are right. `localise` answers the what-ifs at once, for callers without a sandbo
 """
 import ast
 import itertools
+import math
+import re
 from dataclasses import dataclass, field
 
 import torch
@@ -51,6 +53,7 @@ class Step:
     file: str = ""
     name: str = ""  # the reference's steps: what the step computes, in words
     constant: bool = False  # made from no tensor at all (torch.zeros(...), torch.tensor(-1e5))
+    expected: object = None  # a place found: the reference's value there, in the layout that repaired it
 
 
 @dataclass
@@ -147,14 +150,25 @@ def _close(a, b):
 
 def laid_out(value, shape):
     """`value` as the student's layout `shape`: itself when the shapes agree, else each
-    permutation of its dimensions that gives `shape` (heads kept in another order)."""
+    permutation of its dimensions that gives `shape` (heads kept in another order), or that gives
+    it once neighbouring dimensions are joined or split (heads stacked along the batch, (B * H, N,
+    d) for (B, H, N, d)); those that keep the last two dimensions in place first."""
     shape = tuple(shape)
     if tuple(value.shape) == shape:
         return [value]
-    if value.dim() != len(shape) or value.dim() > 5:
+    if value.dim() > 5 or not shape:
         return []
-    return [value.permute(order) for order in itertools.permutations(range(value.dim()))
-            if tuple(value.shape[i] for i in order) == shape]
+    if value.dim() == len(shape):
+        return [value.permute(order) for order in itertools.permutations(range(value.dim()))
+                if tuple(value.shape[i] for i in order) == shape]
+    if value.numel() != math.prod(shape):
+        return []
+    squeezed = [n for n in shape if n != 1]
+    last = tuple(range(value.dim()))[-2:]
+    orders = sorted((order for order in itertools.permutations(range(value.dim()))
+                     if _regroups(tuple(value.shape[i] for i in order), squeezed)),
+                    key=lambda order: order[-2:] != last)
+    return [value.permute(order).reshape(shape) for order in orders]
 
 
 def alike(student_value, reference_value):
@@ -441,8 +455,8 @@ def localising(student, target, inputs, reference_output, reference_steps, seed=
             finding.stopped = next((step for step, _ in options if (after is None or step.index in after)
                                     and _credible(step, steps, matches, replace)), options[0][0])
             break
-        step, ref, answer_, progress, made = chosen
-        replace[step.index] = ref
+        step, ref, answer_, progress, made, value = chosen
+        replace[step.index], run.kept[step.index], step.expected = ref, value, value
         finding.places += ((step, ref),)
         if progress == float("inf"):
             finding.repaired = True
@@ -459,24 +473,25 @@ class _Run:
         self.target, self.inputs, self.seed = target, inputs, seed
         self.reference_output, self.reference_steps = reference_output, reference_steps
         self.own_lines = own_lines
+        self.kept = {}  # step index -> the expected value, in the layout that helped, kept in place
 
     def best_place(self, options, steps, matches, replace):
-        """(step, reference step, answer, progress, its steps) of the first credible place whose
+        """(step, reference step, answer, progress, its steps, value) of the first credible place whose
         expected value makes the output right (progress inf), or else the most later steps
         right; None when no place helps. All tried in one request (a generator: it yields the
         WhatIf requests and takes their answers)."""
         tries = [(step, ref, value) for step, refs in options for ref in refs
                  for value in laid_out(ref.value, step.shape)[:2]][:MAX_TRIES]
-        trials = [{**{i: _value(r, steps[i]) for i, r in replace.items()}, step.index: value} for step, _, value in tries]
+        trials = [{**{i: self.kept[i] for i in replace}, step.index: value} for step, _, value in tries]
         # First only the outputs (small): most single mistakes are repaired by one place.
         outputs = yield WhatIf(self.target, self.inputs, trials, self.seed)
-        for (step, ref, _), answered in zip(tries, outputs):
+        for (step, ref, value), answered in zip(tries, outputs):
             if (isinstance(answered, dict) and _distance(answered.get("output"), self.reference_output) == 0.0
                     and _credible(step, steps, matches, replace)):
-                return step, ref, answered, float("inf"), steps
+                return step, ref, answered, float("inf"), steps, value
         answers = yield WhatIf(self.target, self.inputs, trials, self.seed, steps=True)
         chosen = None
-        for (step, ref, _), answered in zip(tries, answers):
+        for (step, ref, value), answered in zip(tries, answers):
             made = answered.get("steps") if isinstance(answered, dict) else None
             if not isinstance(made, list) or not isinstance(answered.get("output"), torch.Tensor):
                 continue
@@ -488,7 +503,7 @@ class _Run:
             if progress <= 0 or not _credible(step, steps, matches, replace):
                 continue
             if chosen is None or (step.index, -progress) < (chosen[0].index, -chosen[3]):
-                chosen = (step, ref, answered, progress, made)
+                chosen = (step, ref, answered, progress, made, value)
         return chosen
 
     def _own_lines(self, steps):
@@ -542,10 +557,6 @@ def _right(steps, reference_steps, replace, after=None):
                and (users is None or step.index in users))
 
 
-def _value(ref, step):
-    return laid_out(ref.value, step.shape)[0]
-
-
 def _distance(output, expected):
     """0.0 when `output` is right; else how far it is (inf when it cannot be compared)."""
     if not isinstance(output, torch.Tensor) or output.shape != expected.shape:
@@ -569,9 +580,10 @@ def _matched_before(steps, matches, reference_steps, step):
 
 
 # -- saying it ----------------------------------------------------------------------------
-def difference(got, expected, sizes=None):
+def difference(got, expected, sizes=None, code=""):
     """How `got` differs from `expected`, in a few words ("" when nothing simple is true).
-    `sizes` ({name: int} the code was called with) name a scale factor that is one of them."""
+    `sizes` ({name: int} the code was called with) name a scale factor that is one of them
+    where `code` (the student's line and the reference's) uses the name (`_number`)."""
     if got is None or expected is None or got.shape != expected.shape:
         return ""
     got, expected = got.double(), expected.double()
@@ -589,8 +601,8 @@ def difference(got, expected, sizes=None):
     ratio = _constant(got, expected)
     if ratio is not None and abs(ratio - 1) > 1e-3 and abs(ratio) > 1e-3:  # all zeros is no scale: nothing to say
         if 0 < ratio < 1 and _nice(1 / ratio):  # a division too many: by 2, by sqrt(8)
-            return f"its values are the expected ones divided by {_number(1 / ratio, 'named', sizes)}"
-        return f"its values are {_number(ratio, 'named', sizes) if ratio > 0 else f'{ratio:.3g}'} times the expected ones"
+            return f"its values are the expected ones divided by {_number(1 / ratio, 'size', sizes, code)}"
+        return f"its values are {_number(ratio, 'size', sizes, code) if ratio > 0 else f'{ratio:.3g}'} times the expected ones"
     if got.dim() >= 2 and got.shape[-1] == got.shape[-2] and _close(got, expected.transpose(-2, -1)):
         return "its values are the expected ones transposed"
     offset = (got - expected)[torch.isfinite(got) & torch.isfinite(expected)]
@@ -621,6 +633,15 @@ def difference(got, expected, sizes=None):
     return ""
 
 
+def _expected(step, ref):
+    """The reference's value at a place found, in the layout of the student's step: the one whose
+    replacement helped (Step.expected), else the first that fits (None when none does)."""
+    if step.expected is not None:
+        return step.expected
+    options = laid_out(ref.value, step.shape)
+    return options[0] if options else None
+
+
 def quoted(step):
     return f"line {step.line}, `{short(step.code, 100)}`" if step.code else f"line {step.line}"
 
@@ -632,15 +653,14 @@ def specific(finding):
         return True  # what is missing, named
     return bool(finding and finding.places) and all(
         _scaling(step, ref, finding.reference_steps, finding.inputs)
-        or difference(step.value, laid_out(ref.value, step.shape)[0] if laid_out(ref.value, step.shape) else None)
+        or difference(step.value, _expected(step, ref))
         for step, ref in finding.places)
 
 
 def _should(step, ref, reference_steps=(), inputs=(), sizes=None):
     what = ref.name or "the expected values"
-    expected = laid_out(ref.value, step.shape)
     diff = (_scaling(step, ref, reference_steps, inputs, sizes)
-            or difference(step.value, expected[0] if expected else None, sizes))
+            or difference(step.value, _expected(step, ref), sizes, f"{step.code}\n{ref.code}"))
     return f"should give {what}{f', but {diff}' if diff else ', but its values differ'}"
 
 
@@ -653,17 +673,17 @@ def _scaling(step, ref, reference_steps, inputs=(), sizes=None):
                if i < len(reference_steps) and reference_steps[i].value is not None]
     sources += list(inputs)  # a function's own inputs (the scores it was given) are no step
     source = next((value for value in sources if value.shape == ref.value.shape), None)
-    expected = laid_out(ref.value, step.shape)
-    if source is None or not expected:
+    expected = _expected(step, ref)
+    if source is None or expected is None:
         return ""
     divisor = _constant(source, ref.value)
-    ratio = _constant(step.value, expected[0])
+    ratio = _constant(step.value, expected)
     if divisor is None or ratio is None or abs(ratio - 1) < 1e-3 or abs(ratio) < 1e-3:
         return ""
     theirs = divisor / ratio
-    does = (f"multiplies by {_number(1 / theirs, True, sizes)}" if abs(theirs) < 1
-            else f"divides by {_number(theirs, True, sizes)}")
-    return f"it {does}, where it should divide by {_number(divisor, True, sizes)}"
+    does = (f"multiplies by {_number(1 / theirs, 'named', sizes, step.code)}" if abs(theirs) < 1
+            else f"divides by {_number(theirs, 'named', sizes, step.code)}")
+    return f"it {does}, where it should divide by {_number(divisor, True, sizes, ref.code)}"
 
 
 def _constant(a, b):
@@ -679,20 +699,23 @@ def _constant(a, b):
     return mean if ratio.std().item() <= 1e-3 * max(abs(mean), 1e-6) else None
 
 
-def _number(x, root=False, sizes=None):
-    """2, 2.83 (the square root of 8), 0.5; with `root`, 2 (the square root of 4) too, and with
-    root="named" only where the square is one of `sizes`. A number that is one of `sizes` ({name:
-    int} the code was called with), or its square root, says which: "2 (the square root of
-    d_out = 4)", "4 (d_out)". Two sizes of that value name neither."""
+def _number(x, root=False, sizes=None, code=""):
+    """2, 2.83 (the square root of 8), 0.5; with `root`, 2 (the square root of 4) too; with
+    root="size" only where 4 is one of `sizes` ({name: int} the code was called with), and with
+    root="named" only where `code` names that size.
+    A number that is one of them, or its square root, says which where `code` (the line the
+    number is about) uses that name: "2 (the square root of d_out = 4)", "4 (d_out)". A size
+    the line does not name is not named (d_head = 2 is not num_heads = 2), nor two of one value."""
     square = round(x * x)
     whole = abs(x - round(x)) < 1e-4
     is_root = square > 1 and abs(x - square ** 0.5) < 1e-4 * max(x, 1)
-    named_root = _size(square, sizes) != f"{square}"
-    named = whole and _size(round(x), sizes) != f"{round(x)}"
-    if is_root and (not whole or named_root or (root and root != "named" and not named)):
-        return f"{round(x) if whole else f'{x:.3g}'} (the square root of {_size(square, sizes)})"
+    named_root = _size(square, sizes, code) != f"{square}"
+    named = whole and _size(round(x), sizes, code) != f"{round(x)}"
+    a_size = square in (sizes or {}).values()
+    if is_root and (not whole or named_root or (root in (True, "size") and (root is True or a_size) and not named)):
+        return f"{round(x) if whole else f'{x:.3g}'} (the square root of {_size(square, sizes, code)})"
     if whole:
-        return f"{round(x)}" + (f" ({_size(round(x), sizes).split(' = ')[0]})" if named else "")
+        return f"{round(x)}" + (f" ({_size(round(x), sizes, code).split(' = ')[0]})" if named else "")
     return f"{x:.3g}"
 
 
@@ -701,10 +724,11 @@ def _nice(x):
     return abs(x - round(x)) < 1e-4 or (round(x * x) > 1 and abs(x - round(x * x) ** 0.5) < 1e-4 * max(x, 1))
 
 
-def _size(n, sizes):
-    """'d_out = 4' when exactly one of `sizes` is n, else '4'."""
+def _size(n, sizes, code):
+    """'d_out = 4' when exactly one of `sizes` is n and `code` uses its name, else '4'."""
     names = [name for name, value in (sizes or {}).items() if value == n]
-    return f"{names[0]} = {n}" if len(names) == 1 and n > 1 else f"{n}"
+    used = len(names) == 1 and n > 1 and re.search(rf"(?<![\w]){re.escape(names[0])}(?![\w])", code or "")
+    return f"{names[0]} = {n}" if used else f"{n}"
 
 
 def unused(finding):
