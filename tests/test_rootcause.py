@@ -216,6 +216,33 @@ def test_fix_exercise_3_first_is_said_only_of_checks_the_named_upstream_mistake_
     assert heads.message == "Keep the heads in an nn.ModuleList." and not heads.because  # its own mistake
 
 
+def test_a_repair_whose_upstream_still_fails_shows_only_what_it_made_pass():
+    """Exercise 6 has two mistakes; the repair run of the language model undid the one the error model
+    named, and Exercise 6 still failed there. A check of the model that passed in that run follows
+    from the mistake undone; one that still failed may follow from Exercise 6's second mistake, so
+    nothing is said of why (untested), and the model is not said to fail on its own."""
+    from autograder.checks.errormodel import mark_unexplained
+    from autograder.checks.plugin import CheckResult
+    from autograder.checks.rootcause import consequences, one_cause_per_cell, still_failing_wait
+    from autograder.record import consequence_words
+
+    def check(name, message=""):
+        return CheckResult("ex8", name, name, 1.0, False, message)
+
+    cells = {"ex6": CellResult("ex6", [CheckResult("ex6", "test_diagnosis", "d", 0.0, False, "Unsliced mask.",
+                                                   named=True, diagnosis=True, cause=("unsliced-mask",))]),
+             "ex8": CellResult("ex8", [check("test_output_shape", "Shapes differ."), check("test_reference_values", "Values differ.")])}
+    repaired = {"ex8": ("upstream", {"test_output_shape": True, "test_reference_values": None})}
+    mark_unexplained(cells, lambda *_: None, {"ex8": ["ex6"]}, {cell: passed for cell, (_, passed) in repaired.items()})
+    still_failing_wait(cells, repaired)
+    consequences(root_cause_once(one_cause_per_cell(cells), {"ex8": ["ex6"]}))
+    shape, values = cells["ex8"].checks
+    assert "fix Exercise 6 first" in shape.message  # said once, on the first
+    assert values.message == "" and values.untested and not values.unexplained
+    assert consequence_words(values.because) == (
+        "fails too: fix Exercise 6 first, then run the checks again to see whether this one passes")
+
+
 def test_a_failure_is_compared_by_the_error_the_code_raised():
     from autograder.checks.errormodel import failure
 

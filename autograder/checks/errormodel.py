@@ -222,7 +222,7 @@ def mark_unexplained(cells, outcomes, builds_on=None, repaired=None):
 
     Where a repair run fixed the named mistake in the student's own code (`repaired`: {grade id:
     {check name: passed}}, checks/plugin.py `run_repairs`), a check is explained only if it passes
-    there. Elsewhere the grader runs the named mistakes alone (`outcomes(grade_id, causes)`,
+    there (passed None: what it builds on still failed in that run, which then showed nothing of it). Elsewhere the grader runs the named mistakes alone (`outcomes(grade_id, causes)`,
     `reproduced`'s answer): a check that code passes, or fails another way (an error where it has
     wrong values, or another error), is not explained. The mistakes are the cell's own diagnosis's
     mutants or, where it has none, those of every failing cell it builds on (`builds_on`), when each
@@ -238,7 +238,12 @@ def mark_unexplained(cells, outcomes, builds_on=None, repaired=None):
         after = (repaired or {}).get(grade_id)
         if after is not None:
             for check in cell.checks:
-                if not check.passed and not check.diagnosis and not after.get(check.name, False):
+                outcome = after.get(check.name, False)
+                if check.passed or check.diagnosis or outcome:
+                    continue
+                if outcome is None:  # what it builds on still failed in that run: it showed nothing of this
+                    check.untested = True
+                else:
                     check.unexplained = True
             continue
         causes = causes_of(grade_id)

@@ -254,8 +254,9 @@ class GradingPlugin:
         mistake its feedback names is fixed: a repair run (grading/repairs.py) from the student's
         `repairs` planner, in a sealed fork (`student.repairing`), one for the repairs that change
         the same cells. Sets `repaired`: {grade id: (the repair's kind, {check name: passed})}, a
-        fixed-inputs check passing only with the checks it needs; a cell whose repair could not be
-        made, or told nothing, has none. Only pass or fail is kept: what the fork said is never
+        fixed-inputs check passing only with the checks it needs, and None for a check that still
+        fails where what it builds on still fails too (a second mistake there); a cell whose repair
+        could not be made, or told nothing, has none. Only pass or fail is kept: what the fork said is never
         quoted; after a repair with the reference's answers in it, only whether all passed
         (grading/repairs.py says why)."""
         planner, builds_on = self._student.repairs, self.assignment.builds_on
@@ -294,9 +295,14 @@ class GradingPlugin:
                     passed = self._ask_again(protocol, items, grade_id, failed)
                     if passed is None:
                         return []
+                    still = repair.kind == "upstream" and not all(passed.values())
+                    if still and not self._upstream_passes(protocol, items, upstream, failed):
+                        # What it builds on still fails here (a second mistake there): a check that passes
+                        # follows from the mistakes undone; of one that still fails this run tells nothing.
+                        found.append((grade_id, upstream, repair, {name: ok or None for name, ok in passed.items()}, ""))
+                        continue
                     # the cell's own mistake, once what it builds on is fixed: its diagnosis, asked there
                     # too (a fork with the student's code alone: what it names is theirs; checks/rootcause.py)
-                    still = repair.kind == "upstream" and not all(passed.values())
                     found.append((grade_id, upstream, repair, passed,
                                   self._diagnose_again(protocol, items, grade_id) if still else ""))
         finally:
@@ -312,7 +318,8 @@ class GradingPlugin:
         self.repaired[grade_id] = (repair.kind, passed)
         diagnosis = next((item for item in items if grade_id_of(item) == grade_id
                           and item.get_closest_marker("diagnosis")), None)
-        if repair.kind in ("upstream", "reference") and not all(passed.values()) and diagnosis is not None:
+        if (repair.kind in ("upstream", "reference") and not all(passed.values()) and None not in passed.values()
+                and diagnosis is not None):
             self._insert_diagnosis(diagnosis, message_of_text(
                 still_wrong_once_fixed(upstream, own, right=repair.kind == "reference")))
 
@@ -325,6 +332,15 @@ class GradingPlugin:
         self.finish_pending(last=False)
         return next((result.message for result in self.results if result.grade_id == grade_id and result.diagnosis
                      and result.message), "") if not getattr(self._student, "lost", None) else ""
+
+    def _upstream_passes(self, protocol, items, upstream, failed):
+        """Whether every failing check of the `upstream` cells passes in the repair the student is in
+        now (False when the submission was lost meanwhile: it showed nothing)."""
+        for cell in upstream:
+            passed = self._ask_again(protocol, items, cell, failed)
+            if passed is None or not all(passed.values()):
+                return False
+        return True
 
     def _ask_again(self, protocol, items, grade_id, failed):
         """{check name: passed} of `grade_id`'s checks among `failed` ({(grade id, name)}), asked

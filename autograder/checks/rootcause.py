@@ -67,7 +67,7 @@ def still_failing_wait(cells, repaired):
                 check.diagnosis and UPSTREAM.search(check.message) for check in cell.checks):
             continue
         for check in cell.checks:
-            if not check.passed and not check.diagnosis and not passed.get(check.name):
+            if not check.passed and not check.diagnosis and passed.get(check.name) is False:
                 check.message, check.unexplained = "", True
     return cells
 
