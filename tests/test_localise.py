@@ -262,3 +262,19 @@ def test_heads_stacked_along_the_batch_are_a_layout_of_the_expected_values():
     assert any(torch.equal(option, heads_first) for option in options[:2])
     assert any(torch.equal(option, value.reshape(6, 4, 5)) for option in options[:2])
     assert localise.laid_out(value, (7, 4, 5)) == []  # other numbers of values: no layout
+
+
+def test_a_result_computed_and_thrown_away_is_named_at_its_line():
+    """Issue 44, item 3: `self.dropout(weights)` on a line of its own drops weights no later line uses.
+    The trace runs in training mode (in eval mode dropout returns its input, the same tensor)."""
+    from autograder.checks import unused_results
+
+    thrown_away = notebook([("ex3_answer", "weights = self.dropout(weights)", "self.dropout(weights)")])
+    student = NamespaceStudent(thrown_away)
+    handle = student.new("CausalAttention", (6, 4, 9), {"dropout": 0.5})
+    found = unused_results(student, handle, [torch.randn(2, 5, 6)], "dropout", train=True, seed=1)
+    assert len(found) == 1 and found[0].endswith("`self.dropout(weights)`") and found[0].startswith("line ")
+    assert unused_results(student, handle, [torch.randn(2, 5, 6)], "dropout") == []  # eval: dropout is its input
+    right = NamespaceStudent(notebook())
+    handle = right.new("CausalAttention", (6, 4, 9), {"dropout": 0.5})
+    assert unused_results(right, handle, [torch.randn(2, 5, 6)], "dropout", train=True, seed=1) == []

@@ -19,7 +19,7 @@ _HOME = {
     # steps shared by every assignment's checks (checklib)
     **dict.fromkeys(["randn", "reference_module", "randomize", "paired", "student_forward",
                      "expect_reference_output", "diagnosis", "random_parameters", "observe_module",
-                     "locate_module", "locate_function", "locate_any"],
+                     "locate_module", "locate_function", "locate_any", "unused_results"],
                     "autograder.checks.checklib"),
     # what crosses from the sandbox: a student's exception, a resource handed to student code
     **dict.fromkeys(["StudentError", "Resource", "seeded"], "autograder.wire"),

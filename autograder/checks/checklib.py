@@ -249,6 +249,22 @@ def _region_lines(path, region, _mtime):
     return tuple(reference_code.strip_solution_markers(regions.get(region, "")).splitlines())
 
 
+def unused_results(student, handle, inputs, op, train=False, seed=0):
+    """The student's lines ("line 27, `self.dropout(weights)`") whose `op` step ("dropout") makes a
+    value that no later step of forward uses, on `inputs` (in training mode with `train`): a result
+    computed and thrown away. [] when the code cannot be traced."""
+    from autograder.checks import localise
+
+    try:
+        traced = student.trace(handle, list(inputs), seed=seed, train=train)
+    except StudentError:
+        return []
+    steps = localise.steps_of(traced.get("steps", []) if isinstance(traced, dict) else [])
+    users = localise.downstream(steps)
+    return [localise.quoted(step) for step in steps[:-1] if step.op == op and step.value is not None
+            and not users.get(step.index)]
+
+
 def locate_module(class_name, args, *input_shapes, longest=None, **kwargs):
     """A `locate` for `diagnosis`: the student's `class_name(*args, **kwargs)` on random inputs
     of `input_shapes` (one shape per input of forward), in eval mode. `longest`, if given, is the

@@ -230,7 +230,7 @@ def match(student_steps, reference_steps):
     return found
 
 
-def _downstream(steps):
+def downstream(steps):
     """{step: every later step that uses its value, directly or not}."""
     users = {step.index: set() for step in steps}
     for step in steps:
@@ -286,7 +286,7 @@ def candidates(student_steps, reference_steps, matches, output):
     values to try in its place: a float step whose value the reference never makes (or only
     makes where another of the student's steps already made it), none of whose later steps
     matches either, and that the output comes from."""
-    below = _downstream(student_steps)
+    below = downstream(student_steps)
     matched_refs = {}
     for index, refs in matches.items():
         for ref in refs:
@@ -451,7 +451,7 @@ def localising(student, target, inputs, reference_output, reference_steps, seed=
             finding.matched = _matched_before(steps, matches, reference_steps, finding.first)
         chosen = yield from run.best_place(options, steps, matches, replace)
         if chosen is None:
-            after = set().union(*(_downstream(steps)[i] for i in replace)) if replace else None
+            after = set().union(*(downstream(steps)[i] for i in replace)) if replace else None
             finding.stopped = next((step for step, _ in options if (after is None or step.index in after)
                                     and _credible(step, steps, matches, replace)), options[0][0])
             break
@@ -552,7 +552,7 @@ def _right(steps, reference_steps, replace, after=None):
     """How many of the steps that compute (not LAYOUT) have right values, replaced ones aside;
     with `after`, only among the steps that use its value."""
     matches = match(steps, reference_steps)
-    users = _downstream(steps).get(after, set()) if after is not None else None
+    users = downstream(steps).get(after, set()) if after is not None else None
     return sum(1 for step in steps if step.op not in LAYOUT and step.index not in replace and matches.get(step.index)
                and (users is None or step.index in users))
 
@@ -739,7 +739,7 @@ def unused(finding):
     if not steps or not refs:
         return ""
     matches = match(steps, refs)
-    below = _downstream(steps)
+    below = downstream(steps)
     needed = _upstream(refs, len(refs) - 1) | {len(refs) - 1}
     for step in steps:
         if step.index == len(steps) - 1 or below[step.index] or step.op in LAYOUT or step.line == steps[-1].line:

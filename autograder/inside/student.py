@@ -458,15 +458,16 @@ class NamespaceStudent:
         report["cpu_ops"] = sorted(set(watch.cpu_ops))
         return report
 
-    def trace(self, target, inputs, trials=(), seed=0, steps=False):
-        """The steps of the module behind handle `target` (in eval mode), or of the function
+    def trace(self, target, inputs, trials=(), seed=0, steps=False, train=False):
+        """The steps of the module behind handle `target` (in eval mode; with `train`, in training
+        mode, where dropout makes a new tensor), or of the function
         named `target`, on `inputs`: {"output", "steps"} (inside/trace.py). With `trials`
         ([{step index: tensor}, ...]) the same run once per trial with those steps' values
         replaced: {"trials": [{"output", "replaced"} or {"error"}, ...]}, each with its "steps"
         too if `steps`."""
         if target in self._objects:
             module = self._module(target)
-            module.eval()
+            module.train(bool(train))
             function, what = module, "forward"
         else:
             function, what = self._get(target), f"`{target}`"

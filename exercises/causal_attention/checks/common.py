@@ -1,7 +1,7 @@
 """Shared trusted-side steps for the `causal_attention` hidden checks."""
 import torch
 
-from autograder.checks import randn, reference_module
+from autograder.checks import randn, reference_module, unused_results
 from autograder.checks import (all_finite, close, expect_tensor, fail, listed, max_difference,
                                         name_mistake, no_known_mistake,
                                         shape_text, short)
@@ -432,6 +432,11 @@ def expect_dropout_on_weights(student, handle, x, heads=1):
              " changed. Use the nn.Dropout layer self.dropout; it switches off in eval mode.")
     trained = expect_tensor(student.forward(handle, x, train=True, seed=1), "The output", shape=shape)
     if torch.allclose(trained, torch.ones(shape), atol=1e-5):
+        thrown_away = unused_results(student, handle, [x], "dropout", train=True, seed=1)
+        if thrown_away:  # computed, then never used: `self.dropout(weights)` on a line of its own
+            fail(f"In training mode no attention weight was dropped: {thrown_away[0]} applies dropout, but no"
+                 " later line uses its result. Assign it and use that: weights = self.dropout(weights).",
+                 named=True)
         fail("In training mode no attention weight was dropped: apply self.dropout to the"
              " attention weights after softmax.")
     blocks = trained.view(*shape[:-1], heads, shape[-1] // heads)
