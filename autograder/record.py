@@ -292,8 +292,9 @@ def consequence_words(because):
     by a run with that mistake repaired; "fails too: ..." where no run showed it (UNTESTED)."""
     if because.startswith(UNTESTED):
         cause = because.removeprefix(UNTESTED)
-        cause = "the mistake above" if cause == "above" else cause
-        return f"fails too: fix {cause} first, then run the checks again to see whether this one passes"
+        # (what is above may be a named mistake or only where the values differ: both are to fix first)
+        fixed = "what is above is fixed" if cause == "above" else f"{cause} passes"
+        return f"fails too: once {fixed}, run the checks again to see whether this one passes"
     return "fails because of the mistake above" if because == "above" else f"fails because of {because} (see above)"
 
 

@@ -185,7 +185,7 @@ def test_a_check_the_named_mistake_alone_passes_keeps_its_own_words():
     from autograder.record import consequence_words
 
     assert consequence_words(unverified["ex6"].checks[1].because) == (
-        "fails too: fix the mistake above first, then run the checks again to see whether this one passes")
+        "fails too: once what is above is fixed, run the checks again to see whether this one passes")
     assert consequence_words("above") == "fails because of the mistake above"
 
 
@@ -240,7 +240,7 @@ def test_a_repair_whose_upstream_still_fails_shows_only_what_it_made_pass():
     assert "fix Exercise 6 first" in shape.message  # said once, on the first
     assert values.message == "" and values.untested and not values.unexplained
     assert consequence_words(values.because) == (
-        "fails too: fix Exercise 6 first, then run the checks again to see whether this one passes")
+        "fails too: once Exercise 6 passes, run the checks again to see whether this one passes")
 
 
 def test_a_failure_is_compared_by_the_error_the_code_raised():
