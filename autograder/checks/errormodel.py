@@ -222,7 +222,8 @@ def mark_unexplained(cells, outcomes, builds_on=None, repaired=None):
 
     Where a repair run fixed the named mistake in the student's own code (`repaired`: {grade id:
     {check name: passed}}, checks/plugin.py `run_repairs`), a check is explained only if it passes
-    there (passed None: what it builds on still failed in that run, which then showed nothing of it). Elsewhere the grader runs the named mistakes alone (`outcomes(grade_id, causes)`,
+    there (passed None: what it builds on still failed in that run, which then showed nothing of
+    it). Elsewhere the grader runs the named mistakes alone (`outcomes(grade_id, causes)`,
     `reproduced`'s answer): a check that code passes, or fails another way (an error where it has
     wrong values, or another error), is not explained. The mistakes are the cell's own diagnosis's
     mutants or, where it has none, those of every failing cell it builds on (`builds_on`), when each

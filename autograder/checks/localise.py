@@ -161,7 +161,14 @@ def laid_out(value, shape):
     if value.dim() == len(shape):
         return [value.permute(order) for order in itertools.permutations(range(value.dim()))
                 if tuple(value.shape[i] for i in order) == shape]
-    if value.numel() != math.prod(shape):
+    return _regrouped(value, shape)
+
+
+def _regrouped(value, shape):
+    """`value` with its dimensions permuted, then neighbouring ones joined or split into `shape` (a
+    reshape that keeps the order of the numbers); the orders that keep the last two dimensions in
+    place first. [] when the numbers do not fit, or for more than 5 dimensions."""
+    if value.dim() > 5 or value.numel() != math.prod(shape):
         return []
     squeezed = [n for n in shape if n != 1]
     last = tuple(range(value.dim()))[-2:]
@@ -189,10 +196,8 @@ def alike(student_value, reference_value):
         return False
     if any(_close(a, option) for option in laid_out(b, a.shape)):
         return True
-    squeezed = [n for n in a.shape if n != 1]
-    return any(_close(a.reshape(-1), b.permute(order).reshape(-1))
-               for order in itertools.permutations(range(b.dim())) if b.dim() <= 5
-               and _regroups(tuple(b.shape[i] for i in order), squeezed))
+    # (in the same number of dimensions laid_out only permutes them; in another it has regrouped)
+    return (a.dim() == b.dim() or not a.shape) and any(_close(a, option) for option in _regrouped(b, a.shape))
 
 
 def _regroups(shape, target):
@@ -449,14 +454,15 @@ def localising(student, target, inputs, reference_output, reference_steps, seed=
         if finding.first is None:
             finding.first = options[0][0]
             finding.matched = _matched_before(steps, matches, reference_steps, finding.first)
-        chosen = yield from run.best_place(options, steps, matches, replace)
+        kept = {place.index: place.expected for place, _ in finding.places}  # in the layout that helped
+        chosen = yield from run.best_place(options, steps, matches, replace, kept)
         if chosen is None:
             after = set().union(*(downstream(steps)[i] for i in replace)) if replace else None
             finding.stopped = next((step for step, _ in options if (after is None or step.index in after)
                                     and _credible(step, steps, matches, replace)), options[0][0])
             break
         step, ref, answer_, progress, made, value = chosen
-        replace[step.index], run.kept[step.index], step.expected = ref, value, value
+        replace[step.index], step.expected = ref, value
         finding.places += ((step, ref),)
         if progress == float("inf"):
             finding.repaired = True
@@ -473,16 +479,16 @@ class _Run:
         self.target, self.inputs, self.seed = target, inputs, seed
         self.reference_output, self.reference_steps = reference_output, reference_steps
         self.own_lines = own_lines
-        self.kept = {}  # step index -> the expected value, in the layout that helped, kept in place
 
-    def best_place(self, options, steps, matches, replace):
+    def best_place(self, options, steps, matches, replace, kept):
         """(step, reference step, answer, progress, its steps, value) of the first credible place whose
         expected value makes the output right (progress inf), or else the most later steps
         right; None when no place helps. All tried in one request (a generator: it yields the
-        WhatIf requests and takes their answers)."""
+        WhatIf requests and takes their answers). `kept`: {step index: value} of the places found,
+        which stay replaced."""
         tries = [(step, ref, value) for step, refs in options for ref in refs
                  for value in laid_out(ref.value, step.shape)[:2]][:MAX_TRIES]
-        trials = [{**{i: self.kept[i] for i in replace}, step.index: value} for step, _, value in tries]
+        trials = [{**kept, step.index: value} for step, _, value in tries]
         # First only the outputs (small): most single mistakes are repaired by one place.
         outputs = yield WhatIf(self.target, self.inputs, trials, self.seed)
         for (step, ref, value), answered in zip(tries, outputs):
@@ -706,29 +712,35 @@ def _number(x, root=False, sizes=None, code=""):
     A number that is one of them, or its square root, says which where `code` (the line the
     number is about) uses that name: "2 (the square root of d_out = 4)", "4 (d_out)". A size
     the line does not name is not named (d_head = 2 is not num_heads = 2), nor two of one value."""
-    square = round(x * x)
-    whole = abs(x - round(x)) < 1e-4
-    is_root = square > 1 and abs(x - square ** 0.5) < 1e-4 * max(x, 1)
-    named_root = _size(square, sizes, code) != f"{square}"
-    named = whole and _size(round(x), sizes, code) != f"{round(x)}"
-    a_size = square in (sizes or {}).values()
-    if is_root and (not whole or named_root or (root in (True, "size") and (root is True or a_size) and not named)):
-        return f"{round(x) if whole else f'{x:.3g}'} (the square root of {_size(square, sizes, code)})"
+    whole, square, is_root = _forms(x)
+    root_name, name = _size_name(square, sizes, code), whole and _size_name(round(x), sizes, code)
+    wants_root = root is True or (root == "size" and square in (sizes or {}).values())
+    if is_root and (not whole or root_name or (wants_root and not name)):
+        of = f"{root_name} = {square}" if root_name else f"{square}"
+        return f"{round(x) if whole else f'{x:.3g}'} (the square root of {of})"
     if whole:
-        return f"{round(x)}" + (f" ({_size(round(x), sizes, code).split(' = ')[0]})" if named else "")
+        return f"{round(x)}" + (f" ({name})" if name else "")
     return f"{x:.3g}"
+
+
+def _forms(x):
+    """(whether x is whole, round(x * x), whether x is the square root of that whole number > 1)."""
+    square = round(x * x)
+    return abs(x - round(x)) < 1e-4, square, square > 1 and abs(x - square ** 0.5) < 1e-4 * max(x, 1)
 
 
 def _nice(x):
     """Whether x is a whole number or the square root of one (a scale worth naming)."""
-    return abs(x - round(x)) < 1e-4 or (round(x * x) > 1 and abs(x - round(x * x) ** 0.5) < 1e-4 * max(x, 1))
+    whole, _, is_root = _forms(x)
+    return whole or is_root
 
 
-def _size(n, sizes, code):
-    """'d_out = 4' when exactly one of `sizes` is n and `code` uses its name, else '4'."""
+def _size_name(n, sizes, code):
+    """The name of the one size in `sizes` that is n, where `code` uses that name (else None)."""
     names = [name for name, value in (sizes or {}).items() if value == n]
-    used = len(names) == 1 and n > 1 and re.search(rf"(?<![\w]){re.escape(names[0])}(?![\w])", code or "")
-    return f"{names[0]} = {n}" if used else f"{n}"
+    if len(names) == 1 and n > 1 and re.search(rf"(?<![\w]){re.escape(names[0])}(?![\w])", code or ""):
+        return names[0]
+    return None
 
 
 def unused(finding):

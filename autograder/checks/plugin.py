@@ -256,8 +256,8 @@ class GradingPlugin:
         the same cells. Sets `repaired`: {grade id: (the repair's kind, {check name: passed})}, a
         fixed-inputs check passing only with the checks it needs, and None for a check that still
         fails where what it builds on still fails too (a second mistake there); a cell whose repair
-        could not be made, or told nothing, has none. Only pass or fail is kept: what the fork said is never
-        quoted; after a repair with the reference's answers in it, only whether all passed
+        could not be made, or told nothing, has none. Only pass or fail is kept: what the fork said
+        is never quoted; after a repair with the reference's answers in it, only whether all passed
         (grading/repairs.py says why)."""
         planner, builds_on = self._student.repairs, self.assignment.builds_on
         failed = {(result.grade_id, result.name) for result in self.results
