@@ -454,8 +454,7 @@ def localising(student, target, inputs, reference_output, reference_steps, seed=
         if finding.first is None:
             finding.first = options[0][0]
             finding.matched = _matched_before(steps, matches, reference_steps, finding.first)
-        kept = {place.index: place.expected for place, _ in finding.places}  # in the layout that helped
-        chosen = yield from run.best_place(options, steps, matches, replace, kept)
+        chosen = yield from run.best_place(options, steps, matches, replace, {p.index: p.expected for p, _ in finding.places})
         if chosen is None:
             after = set().union(*(downstream(steps)[i] for i in replace)) if replace else None
             finding.stopped = next((step for step, _ in options if (after is None or step.index in after)
