@@ -37,6 +37,10 @@ for _ in range(40):
         os._exit(0)
 time.sleep(8)
 """
+CALM = """
+import time
+time.sleep(8)
+"""
 
 
 @contextlib.contextmanager
@@ -89,14 +93,24 @@ def test_a_submission_that_takes_every_core_leaves_the_student_beside_it_its_tim
         pytest.skip("one core: there is no other core to keep")
     course = new_course(tmp_path)
     ada = example("ada")
+    # Two workers: the neighbour takes one for 8 s of its first cell, a short answer the other, and
+    # ada is graded on that one after it, wholly while the neighbour is in that cell. The rounds differ
+    # only in what the neighbour does there: it sleeps, or it storms. (Alone, ada would share nothing
+    # of the grader with anyone, so her time alone would measure that sharing too, not the storm.)
+    short = append_to_first_answer(ada, "import time\ntime.sleep(1)\n")
+    times = {"calm": [], "storm": []}
     with grader_cgroup() as procs:
-        alone = grade_in(procs, course, {"ada": ada}, "alone")["ada"]
-        beside = grade_in(procs, course, {"ada": ada, "storm": append_to_first_answer(ada, STORM)}, "storm")
-    assert alone["score"] == beside["ada"]["score"] == 26
-    assert beside["storm"]["extra_data"]["status"] == "graded"
-    slower = beside["ada"]["execution_time"] / alone["execution_time"]
-    print(f"ada beside the storm: {slower:.2f}x her time alone")
-    assert slower <= 1.5, f"ada took {slower:.2f}x her time alone beside a storm of busy processes"
+        for number, (kind, what) in enumerate([("calm", CALM), ("storm", STORM)] * 2):
+            graded = grade_in(procs, course, {"a-neighbour": append_to_first_answer(ada, what), "b-short": short,
+                                              "c-ada": ada}, f"{kind}{number}")
+            assert graded["c-ada"]["score"] == 26 and graded["a-neighbour"]["extra_data"]["status"] == "graded"
+            times[kind].append(graded["c-ada"]["execution_time"])
+    # The least of two rounds each: the machine's other noise only adds time. Measured here: 1.16x
+    # with the bound; 1.92x with each submission's cpuset widened to every core and no quota (CFS
+    # still halves ada's core between her cgroup and the storm's, so 2x is about the most it shows).
+    slower = min(times["storm"]) / min(times["calm"])
+    print(f"ada beside the storm: {slower:.2f}x her time beside a calm classmate ({times})")
+    assert slower <= 1.5, f"beside a storm of busy processes ada took {slower:.2f}x her time beside a calm classmate"
 
 
 def test_each_cgroup_version_gets_its_cores_and_one_cores_time(tmp_path):
