@@ -270,6 +270,37 @@ def test_the_wrong_assignment_and_a_stranger_get_nothing(served, notebooks):
         assert got == 401 and headers.get("www-authenticate") == "Bearer"
 
 
+def test_every_route_refuses_alike_without_sign_in_and_for_what_is_not_yours(served):
+    """Signing in is one dependency (Web.who, answered by one handler): walked over the route table,
+    so a new route that forgets it, or words its refusal otherwise, fails here."""
+    from autograder.service.app import ROUTES
+
+    cookie = login(served, "fay")
+    for path, _, methods, may in ROUTES:
+        if may == "anyone":
+            continue
+        data = b"" if methods == ["POST"] else None
+        api = path.startswith("/api/")
+        theirs = path.replace("{assignment}", "nope").replace("{submission_id}", "nope")
+        got, answer, headers = request(served.base + theirs, data=data)  # no token, no cookie
+        if api:
+            assert (got, headers.get("www-authenticate")) == (401, "Bearer"), (path, got, answer)
+            assert answer == {"error": "Give your token: Authorization: Bearer <token>."}
+        else:
+            assert (got, headers.get("location")) == (303, "/"), (path, got, answer)
+        if may == "ta":  # fay's own assignment, but the TA's page
+            theirs = path.replace("{assignment}", ASSIGNMENT).replace("{submission_id}", "nope")
+        if api:
+            got, answer, _ = request(served.base + theirs, served.tokens["fay"], data=data)
+            assert got == 404 and set(answer) == {"error"}, (path, got, answer)
+            assert answer["error"] in ("No such assignment for your token.", "No such submission of yours.")
+        else:
+            got, answer, _ = request(served.base + theirs, data=data, cookie=cookie)
+            assert got == 404 and "Not found" in answer, (path, got, answer)
+            assert ("No such submission of yours." if may == "signed in" and "{submission_id}" in path
+                    else "No such page for you.") in answer, path
+
+
 def test_attempts_run_out_and_the_refusal_says_when_and_what_counts(served, notebooks):
     ids = []
     for _ in range(4):  # each graded before the next (one still waiting would be replaced, costing nothing)

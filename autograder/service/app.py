@@ -82,42 +82,47 @@ class Web:
         return self.service.store.who(token) if token else None
 
     async def who(self, request, api=True):
-        """(Who, None) for a valid token within its rate, else (None, the Response to send)."""
+        """The Who of a valid token within its rate; else Refused (signing in is one dependency:
+        every handler that needs it starts with this call and repeats nothing of it)."""
         who = await run_in_threadpool(self._who, request, api)
         if who is None:
-            allowed, wait = self.rates.allow(f"ip:{_address(request)}", 30)  # guessing tokens is slow
-            if not allowed:
-                return None, self._limited(request, wait, api)
+            self._within(f"ip:{_address(request)}", 30)  # guessing tokens is slow
             if api:
-                return None, JSONResponse({"error": "Give your token: Authorization: Bearer <token>."}, 401,
-                                          headers={"WWW-Authenticate": "Bearer"})
-            return None, RedirectResponse("/", 303)
+                raise Refused(401, "Give your token: Authorization: Bearer <token>.",
+                              headers={"WWW-Authenticate": "Bearer"})
+            raise Refused(303, "Sign in first.", redirect="/")
         # a course-wide token: the most any of its assignments allows (each keeps its other rules)
         rates = [a.config.service.requests_per_minute for name, a in self.assignments.items() if who.may(name)]
-        per_minute = max(rates) if rates else 60
-        allowed, wait = self.rates.allow(f"token:{who.token_id}", per_minute)
-        if not allowed:
-            return None, self._limited(request, wait, api)
-        return who, None
+        self._within(f"token:{who.token_id}", max(rates) if rates else 60)
+        return who
 
-    def _limited(self, request, wait, api):
-        text = f"Too many requests: please wait {wait} seconds and try again."
-        if api:
-            return JSONResponse({"error": text}, 429, headers={"Retry-After": str(wait)})
-        return self.page("message.html.j2", 429, title="Too many requests", message=text)
+    def _within(self, key, per_minute):
+        allowed, wait = self.rates.allow(key, per_minute)
+        if not allowed:
+            raise Refused(429, f"Too many requests: please wait {wait} seconds and try again.",
+                          headers={"Retry-After": str(wait)})
 
     def page(self, template, status=200, **values):
         """A page as UTF-8, whatever a student's text holds (course.utf8 replaces what cannot be encoded)."""
         return HTMLResponse(utf8(self.env.get_template(template).render(css=_css(), **values)), status)
 
     def _assignment(self, who, name):
-        """The assignment `name` if `who` may use it, else None (the same answer for every other name)."""
-        return self.assignments.get(name) if isinstance(name, str) and who.may(name) else None
+        """The assignment `name` if `who` may use it, else Refused (the same answer for every other name)."""
+        if isinstance(name, str) and who.may(name) and name in self.assignments:
+            return self.assignments[name]
+        raise Refused(404, "No such assignment for your token.")
 
     def _own(self, who, submission_id):
+        """The submission `submission_id` if it is `who`'s (any, for a TA), else None."""
         row = self.service.store.get(submission_id) if isinstance(submission_id, str) else None
         if row is None or not who.may(row.assignment) or (who.role != TA and row.student_id != who.student_id):
             return None
+        return row
+
+    async def _own_or_refused(self, who, submission_id, ta=False):
+        row = await run_in_threadpool(self._own, who, submission_id)
+        if row is None or (ta and who.role != TA):
+            raise Refused(404, "No such submission of yours." if not ta else "No such page for you.")
         return row
 
     # -- what a student may see of one submission ------------------------------------------------
@@ -182,20 +187,15 @@ class Web:
           422: {description: Not a notebook (costs no attempt).}
           429: {description: Attempts used up, or too many requests.}
         """
-        who, refusal = await self.who(request)
-        if refusal is not None:
-            return refusal
+        who = await self.who(request)
         assignment = self._assignment(who, request.path_params["assignment"])
-        if assignment is None:
-            return JSONResponse({"error": "No such assignment for your token."}, 404)
         try:
             row, left = await self._take(request, who, assignment)
         except Refused as refused:
-            body = {"error": refused.message, **refused.extra}
             counted = self._own(who, refused.extra.get("counted")) if refused.extra.get("counted") else None
             if counted is not None:  # attempts used up: answered with the result that counts
-                body["counted"] = await run_in_threadpool(self.submission_json, request, counted)
-            return JSONResponse(body, refused.status)
+                refused.extra["counted"] = await run_in_threadpool(self.submission_json, request, counted)
+            raise
         return JSONResponse({**self.submission_json(request, row), "attempts_left": left}, 202)
 
     async def _form(self, request, assignment):
@@ -239,12 +239,8 @@ class Web:
           200: {description: The submission.}
           404: {description: Not one of yours.}
         """
-        who, refusal = await self.who(request)
-        if refusal is not None:
-            return refusal
-        row = await run_in_threadpool(self._own, who, request.path_params["submission_id"])
-        if row is None:
-            return JSONResponse({"error": "No such submission of yours."}, 404)
+        who = await self.who(request)
+        row = await self._own_or_refused(who, request.path_params["submission_id"])
         return JSONResponse(await run_in_threadpool(self.submission_json, request, row))
 
     async def api_list(self, request):
@@ -254,12 +250,8 @@ class Web:
           200: {description: "A list of submissions."}
           404: {description: No such assignment for this token.}
         """
-        who, refusal = await self.who(request)
-        if refusal is not None:
-            return refusal
+        who = await self.who(request)
         assignment = self._assignment(who, request.path_params["assignment"])
-        if assignment is None:
-            return JSONResponse({"error": "No such assignment for your token."}, 404)
         rows = await run_in_threadpool(self.service.store.of_student, assignment.name, who.student_id)
         return JSONResponse([self.submission_json(request, row) for row in rows])
 
@@ -287,17 +279,14 @@ class Web:
 
     async def login(self, request):
         if request.method == "POST":
-            if not _same_origin(request):  # another site may not sign a student in as someone else
-                return self.page("message.html.j2", 403, title="Refused", message="Sign in from this site's own page.")
+            _same_origin(request, "Sign in from this site's own page.")  # another site may not sign a student in as another
             form = await request.form(max_files=0, max_fields=2)
             token = str(form.get("token", "")).strip()
         else:
             token = request.path_params["token"]
         who = await run_in_threadpool(self.service.store.who, token)
         if who is None:
-            allowed, wait = self.rates.allow(f"ip:{_address(request)}", 30)
-            if not allowed:
-                return self._limited(request, wait, api=False)
+            self._within(f"ip:{_address(request)}", 30)
             return self.page("home.html.j2", 401, title="Hand in your notebook",
                              error="That token is not valid (or no longer). Ask your TA for your personal link.")
         mine = [name for name in self.assignments if who.may(name)]
@@ -308,27 +297,22 @@ class Web:
         return response
 
     async def logout(self, request):
-        if not _same_origin(request):  # another site's page cannot sign a student out
-            return self.page("message.html.j2", 403, title="Refused", message="Sign out from this site's own page.")
+        _same_origin(request, "Sign out from this site's own page.")  # another site's page cannot sign a student out
         response = RedirectResponse("/", 303)
         response.delete_cookie(COOKIE)
         return response
 
     async def _signed_in(self, request, ta=False):
-        """(Who, the assignment of the path, None) for a student signed in to it (a TA with `ta`),
-        else (None, None, the Response to send: the same "not found" for every other name)."""
-        who, refusal = await self.who(request, api=False)
-        if refusal is not None:
-            return None, None, refusal
-        assignment = self._assignment(who, request.path_params["assignment"])
-        if assignment is None or (ta and who.role != TA):
-            return None, None, self.page("message.html.j2", 404, title="Not found", message="No such page for you.")
-        return who, assignment, None
+        """(Who, the assignment of the path) for a student signed in to it (a TA with `ta`), else
+        Refused: the same "not found" for every other name."""
+        who = await self.who(request, api=False)
+        name = request.path_params["assignment"]
+        if not (isinstance(name, str) and who.may(name) and name in self.assignments) or (ta and who.role != TA):
+            raise Refused(404, "No such page for you.")
+        return who, self.assignments[name]
 
     async def assignment_page(self, request, error=None, status=200):
-        who, assignment, refusal = await self._signed_in(request)
-        if refusal is not None:
-            return refusal
+        who, assignment = await self._signed_in(request)
         rows = await run_in_threadpool(self.service.store.of_student, assignment.name, who.student_id)
         due = self.due(assignment.name, who.student_id)
         return self.page("assignment.html.j2", status, title=assignment.title, assignment=assignment, rows=rows,
@@ -337,11 +321,8 @@ class Web:
                          window=assignment.config.service.attempt_window_hours)
 
     async def upload(self, request):
-        who, assignment, refusal = await self._signed_in(request)
-        if refusal is not None:
-            return refusal
-        if not _same_origin(request):
-            return self.page("message.html.j2", 403, title="Refused", message="This form must be sent from its own page.")
+        who, assignment = await self._signed_in(request)
+        _same_origin(request, "This form must be sent from its own page.")
         try:
             form = await self._form(request, assignment)
             if not csrf_ok(self.service.secret, who.token_id, form.get("csrf")):
@@ -355,12 +336,8 @@ class Web:
         return RedirectResponse(f"/submissions/{row.id}", 303)
 
     async def submission_page(self, request):
-        who, refusal = await self.who(request, api=False)
-        if refusal is not None:
-            return refusal
-        row = await run_in_threadpool(self._own, who, request.path_params["submission_id"])
-        if row is None:
-            return self.page("message.html.j2", 404, title="Not found", message="No such submission of yours.")
+        who = await self.who(request, api=False)
+        row = await self._own_or_refused(who, request.path_params["submission_id"])
         view, due = await run_in_threadpool(self.view, row)
         assignment = self.assignments[row.assignment]
         position = self.service.lanes[row.assignment].position(row) or 1
@@ -372,9 +349,7 @@ class Web:
 
     # -- the TA's pages ---------------------------------------------------------------------------
     async def ta_page(self, request):
-        who, assignment, refusal = await self._signed_in(request, ta=True)
-        if refusal is not None:
-            return refusal
+        who, assignment = await self._signed_in(request, ta=True)
         store = self.service.store
         rows = await run_in_threadpool(store.of_assignment, assignment.name)
         tokens = await run_in_threadpool(store.active_tokens, assignment.name)
@@ -392,24 +367,19 @@ class Web:
                          refresh=bool(regrading and regrading.startswith("running")))
 
     async def ta_submission(self, request):
-        who, refusal = await self.who(request, api=False)
-        if refusal is not None:
-            return refusal
-        row = await run_in_threadpool(self._own, who, request.path_params["submission_id"])
-        if row is None or who.role != TA:
-            return self.page("message.html.j2", 404, title="Not found", message="No such page for you.")
+        who = await self.who(request, api=False)
+        row = await self._own_or_refused(who, request.path_params["submission_id"], ta=True)
         view, due = await run_in_threadpool(self.view, row, True)
         return self.page("submission.html.j2", title=self.assignments[row.assignment].title,
                          assignment=self.assignments[row.assignment], row=row, view=view, due=due, position=1,
                          student=row.student_id, ta=True)
 
     async def ta_regrade(self, request):
-        who, assignment, refusal = await self._signed_in(request, ta=True)
-        if refusal is not None:
-            return refusal
+        who, assignment = await self._signed_in(request, ta=True)
         form = await request.form(max_files=0, max_fields=2)
-        if not _same_origin(request) or not csrf_ok(self.service.secret, who.token_id, form.get("csrf")):
-            return self.page("message.html.j2", 403, title="Refused", message="Reload the page and try again.")
+        _same_origin(request, "Reload the page and try again.")
+        if not csrf_ok(self.service.secret, who.token_id, form.get("csrf")):
+            raise Refused(403, "Reload the page and try again.")
         if self.regrading.get(assignment.name, "").startswith("running"):
             return RedirectResponse(f"/ta/{assignment.name}", 303)
         self.regrading[assignment.name] = "running since " + when(datetime.now(timezone.utc))
@@ -439,12 +409,29 @@ def replaced_note(count):
             " notebook is graded, and the one it replaced did not cost you an attempt.")
 
 
-def _same_origin(request):
-    """A POST from a page of this service (or from no page, as a script sends it)."""
+def _same_origin(request, refusal):
+    """Refused (403, `refusal`) unless the POST is from a page of this service (or from no page,
+    as a script sends it)."""
     origin = request.headers.get("origin")
-    if not origin or origin == "null":
-        return origin is None
-    return origin.rstrip("/") == f"{request.url.scheme}://{request.url.netloc}"
+    if origin is None or (origin and origin != "null"
+                          and origin.rstrip("/") == f"{request.url.scheme}://{request.url.netloc}"):
+        return
+    raise Refused(403, refusal)
+
+
+TITLES = {403: "Refused", 404: "Not found", 429: "Too many requests"}
+
+
+async def answer_refused(request, refusal):
+    """Every refusal, answered in one place: JSON on the API, a page (or a redirect) elsewhere."""
+    if refusal.redirect:
+        return RedirectResponse(refusal.redirect, 303)
+    if request.url.path.startswith("/api/"):
+        return JSONResponse({"error": refusal.message, **refusal.extra}, refusal.status, headers=refusal.headers)
+    page = request.app.state.web.page("message.html.j2", refusal.status, title=TITLES.get(refusal.status, "Refused"),
+                                      message=refusal.message)
+    page.headers.update(refusal.headers)
+    return page
 
 
 async def _server_error(request, error):
@@ -454,6 +441,28 @@ async def _server_error(request, error):
     traceback.print_exception(error)
     return JSONResponse({"error": "The service failed on this request (its fault, not yours): please try again in a"
                                   " minute; your TA can see what happened in its log."}, 500)
+
+
+# Every route, and who may ask it: "anyone"; "signed in" (a student's or a TA's token, refused
+# alike without one); "ta". Every handler but the first kind starts with Web.who (or _signed_in).
+ROUTES = [
+    ("/", "home", ["GET"], "anyone"),
+    ("/login", "login", ["POST"], "anyone"),
+    ("/login/{token}", "login", ["GET"], "anyone"),
+    ("/logout", "logout", ["POST"], "anyone"),
+    ("/assignments/{assignment}", "assignment_page", ["GET"], "signed in"),
+    ("/assignments/{assignment}/upload", "upload", ["POST"], "signed in"),
+    ("/submissions/{submission_id}", "submission_page", ["GET"], "signed in"),
+    ("/ta/{assignment}", "ta_page", ["GET"], "ta"),
+    ("/ta/{assignment}/submissions/{submission_id}", "ta_submission", ["GET"], "ta"),
+    ("/ta/{assignment}/regrade", "ta_regrade", ["POST"], "ta"),
+    ("/api/assignments/{assignment}/submissions", "api_submit", ["POST"], "signed in"),
+    ("/api/assignments/{assignment}/submissions", "api_list", ["GET"], "signed in"),
+    ("/api/submissions/{submission_id}", "api_submission", ["GET"], "signed in"),
+    ("/openapi.json", "openapi", ["GET"], "anyone"),
+    ("/client.py", "client", ["GET"], "anyone"),
+    ("/healthz", "health", ["GET"], "anyone"),
+]
 
 
 def make_app(service, secure_cookies=False):
@@ -468,25 +477,10 @@ def make_app(service, secure_cookies=False):
             return limits.get(name, min(limits.values(), default=1 << 20))
         return 64 * 1024  # a login or a regrade: a form of a few fields
 
-    routes = [
-        Route("/", web.home, name="home"),
-        Route("/login", web.login, methods=["POST"]),
-        Route("/login/{token}", web.login, name="login_link"),
-        Route("/logout", web.logout, methods=["POST"]),
-        Route("/assignments/{assignment}", web.assignment_page, name="assignment_page"),
-        Route("/assignments/{assignment}/upload", web.upload, methods=["POST"]),
-        Route("/submissions/{submission_id}", web.submission_page, name="submission_page"),
-        Route("/ta/{assignment}", web.ta_page),
-        Route("/ta/{assignment}/submissions/{submission_id}", web.ta_submission),
-        Route("/ta/{assignment}/regrade", web.ta_regrade, methods=["POST"]),
-        Route("/api/assignments/{assignment}/submissions", web.api_submit, methods=["POST"]),
-        Route("/api/assignments/{assignment}/submissions", web.api_list, methods=["GET"]),
-        Route("/api/submissions/{submission_id}", web.api_submission, name="api_submission"),
-        Route("/openapi.json", web.openapi, include_in_schema=False),
-        Route("/client.py", web.client, include_in_schema=False),
-        Route("/healthz", web.health, include_in_schema=False),
-    ]
+    routes = [Route(path, getattr(web, handler), methods=methods, name=handler,
+                    include_in_schema=handler not in ("openapi", "client", "health"))
+              for path, handler, methods, _ in ROUTES]
     app = Starlette(routes=routes, middleware=[Middleware(BodyLimit, limit_of=limit_of)],
-                    exception_handlers={Exception: _server_error})
+                    exception_handlers={Refused: answer_refused, Exception: _server_error})
     app.state.web = web
     return app

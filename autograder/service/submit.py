@@ -17,11 +17,15 @@ from autograder.service.store import ERROR, stamp
 
 @dataclass
 class Refused(Exception):
-    """A submission not taken: the HTTP status, and what the student reads."""
+    """A request refused (a submission not taken, a sign-in missing, a page not theirs): the HTTP
+    status and what the student reads. Raised wherever it is found; the service answers it in one
+    place (app.py `answer_refused`): JSON on the API, a page elsewhere, or a redirect to `redirect`."""
 
     status: int
     message: str
     extra: dict = field(default_factory=dict)
+    headers: dict = field(default_factory=dict)
+    redirect: str = ""
 
     def __str__(self):
         return self.message
