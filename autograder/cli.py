@@ -425,8 +425,8 @@ def cmd_export(args):
         console.print(f"[red]autograder export: {shown(error, 2000)}[/red]", highlight=False)
         return 2
     graded = report.students(final.GRADED) + report.students(final.NOT_GRADABLE)
-    what = {"csv": "the final grades", "canvas": "Canvas's gradebook import", "moodle": "Moodle's grade import"}
-    console.print(f"wrote {report.target}: {what[args.format]} of {', '.join(a.name for a in report.assignments)}"
+    what = "the final grades" if args.format == "csv" else lms.BY_NAME[args.format].title
+    console.print(f"wrote {report.target}: {what} of {', '.join(a.name for a in report.assignments)}"
                   f" (autograded + written answers from formgrader + extra credit - late penalty),"
                   f" {len(graded)} {'student' if len(graded) == 1 else 'students'} with a final grade", highlight=False)
     export_found = report.export or lms.Export("")
@@ -857,6 +857,8 @@ def _grade_command(sub):
 
 
 def _results_commands(sub):
+    from autograder.outputs.lms import BY_NAME, formats  # each LMS's format and --key choices (57 ms)
+
     for name, text in (("feedback", "write each student's feedback page and the class report from graded results"),
                        ("report", "write only the class report (report.html) from graded results")):
         p = sub.add_parser(name, help=text)
@@ -872,7 +874,7 @@ def _results_commands(sub):
     p.set_defaults(func=cmd_gradescope)
     p = sub.add_parser("export", help="the final grade file (autograded + formgrader's points - late) as a CSV, or"
                                       " Canvas's or Moodle's import; for assignments or the course")
-    p.add_argument("format", choices=["csv", "canvas", "moodle"])
+    p.add_argument("format", choices=formats())
     p.add_argument("assignments", nargs="*", metavar="ASSIGNMENT",
                    help="the assignments in the file (default: every assignment of the course, a column each)")
     p.add_argument("--roster", help="CSV mapping student_id to the LMS's identities (see docs/tas.md)")
@@ -880,7 +882,7 @@ def _results_commands(sub):
                                  " COURSE/graded/FORMAT-course.csv for the course; FORMAT csv writes final-)")
     p.add_argument("--results", help="one assignment's results folder (default: COURSE/graded/ASSIGNMENT)")
     p.add_argument("--column", help="one assignment's grade column name (default: the assignment's title)")
-    p.add_argument("--key", choices=["id_number", "email", "participant"],
+    p.add_argument("--key", choices=[key for lms in BY_NAME.values() for key in lms.keys],
                    help="Moodle: match students by ID number (the default with a roster), email, or the"
                         " participant numbers of its download (the grading worksheet; the default without a roster"
                         " when every notebook came from a Moodle download)")

@@ -76,7 +76,7 @@ def test_the_course_file_adds_assignments_once_nothing_is_missing():
 def test_canvas_without_a_roster_uses_the_canvas_id_the_intake_read():
     jane = make_result("jane", [("ex1", 10, 10.0), ("ex2", 16, 16.0)], lms={"canvas_id": "12345", "lms_name": "doejane"})
     grades = grades_of([jane], {"jane": {"q1": (2.0, None), "q2": (2.0, None)}})
-    rows = list(csv.reader(io.StringIO(lms.canvas([grades]).text)))
+    rows = list(csv.reader(io.StringIO(lms.CANVAS.export([grades]).text)))
     assert rows[1] == ["Points Possible", "", "", "", "", "30"]
     assert rows[2] == ["doejane", "12345", "", "", "", "30"]
 
@@ -86,7 +86,7 @@ def test_moodle_worksheet_by_participant_number():
                        lms={"moodle_participant": "101", "lms_name": "Jane Doe"})
     ben = make_result("ben", [("ex1", 10, 10.0), ("ex2", 16, 16.0)])  # not from Moodle: nothing to match by
     grades = grades_of([jane, ben], {s: {"q1": (1.0, None), "q2": (1.0, None)} for s in ("jane-doe", "ben")})
-    export = lms.moodle([grades], key="participant")
+    export = lms.MOODLE.export([grades], key="participant")
     table = list(csv.reader(io.StringIO(export.text)))
     assert table[0] == ["Identifier", "Full name", "Email address", "Grade", "Maximum Grade", "Last modified (grade)"]
     assert table[1][:5] == ["Participant 101", "Jane Doe", "", "28", "30"] and table[1][5].endswith(" UTC")

@@ -37,7 +37,7 @@ def roster(tmp_path):
 
 
 def test_canvas_has_its_columns_the_points_row_and_every_roster_student(roster):
-    export = lms.canvas(graded(RESULTS, roster=roster), roster)
+    export = lms.CANVAS.export(graded(RESULTS, roster=roster), roster)
     table = rows(export.text)
     assert table[0] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "Causal attention"]
     assert table[1] == ["Points Possible", "", "", "", "", "26"]
@@ -50,23 +50,23 @@ def test_canvas_has_its_columns_the_points_row_and_every_roster_student(roster):
 
 
 def test_moodle_by_id_number_or_email(roster):
-    table = rows(lms.moodle(graded(RESULTS, roster=roster), roster).text)
+    table = rows(lms.MOODLE.export(graded(RESULTS, roster=roster), roster).text)
     assert table[0] == ["ID number", "Causal attention"] and ["A002", "17.8"] in table
-    table = rows(lms.moodle(graded(RESULTS, roster=roster), roster, key="email").text)
+    table = rows(lms.MOODLE.export(graded(RESULTS, roster=roster), roster, key="email").text)
     assert table[0] == ["Email address", "Causal attention"] and ["ada@uni.example", "26"] in table
     with pytest.raises(lms.RosterError, match="by email or id_number \\(or participant\\), not name"):
-        lms.moodle(graded(RESULTS, roster=roster), roster, key="name")
+        lms.MOODLE.export(graded(RESULTS, roster=roster), roster, key="name")
 
 
 def test_without_a_roster_student_ids_are_the_lms_ids():
-    table = rows(lms.canvas(graded(RESULTS, "A")).text)
+    table = rows(lms.CANVAS.export(graded(RESULTS, "A")).text)
     assert ["s1", "", "s1", "", "", "26"] in table and len(table) == 2 + len(RESULTS)
-    table = rows(lms.moodle(graded(RESULTS, "A")).text)
+    table = rows(lms.MOODLE.export(graded(RESULTS, "A")).text)
     assert ["stranger", "12"] in table
 
 
 @pytest.mark.parametrize("text, words", [
-    ("name,email\nAda,a@x\n", "a roster has a student_id column, or is Moodle.s grading worksheet"),
+    ("name,email\nAda,a@x\n", "a roster has a student_id column, or is Canvas.s gradebook export \\(Student, ID\\) or Moodle.s grading worksheet"),
     ("student_id,email\ns1,a@x\ns1,b@x\n", "on the roster twice"),
     ("student_id,email\n,a@x\n", "line 2: no student_id"),
 ])
@@ -82,9 +82,9 @@ def test_a_roster_without_the_needed_ids_is_refused(tmp_path):
     path.write_text("student_id,email\ns1,a@x\n")
     roster = lms.read_roster(path)
     with pytest.raises(lms.RosterError, match="Canvas matches students"):
-        lms.canvas(graded(RESULTS, "A", roster), roster)
+        lms.CANVAS.export(graded(RESULTS, "A", roster), roster)
     with pytest.raises(lms.RosterError, match="no id_number for s1"):
-        lms.moodle(graded(RESULTS, "A", roster), roster)
+        lms.MOODLE.export(graded(RESULTS, "A", roster), roster)
 
 
 def test_the_export_command(tmp_path):
@@ -114,14 +114,14 @@ def test_a_student_id_or_name_is_never_a_formula_in_an_export(start):
     """OWASP's CSV injection: a cell starting with = + - @ tab or CR runs as a formula in a
     spreadsheet; it gets a quote in front, and the points stay numbers."""
     evil = f"{start}HYPERLINK(\"http://x.example\",\"click\")"
-    canvas = rows(lms.canvas(graded([make_result(evil, [("ex1", 26, 26.0)])])).text)
+    canvas = rows(lms.CANVAS.export(graded([make_result(evil, [("ex1", 26, 26.0)])])).text)
     assert canvas[2][0] == "'" + evil and canvas[2][2] == "'" + evil and canvas[2][5] == "26"
     roster = {"s1": {"student_id": "s1", "name": evil, "sis_user_id": "A001", "id_number": evil}}
-    roster_rows = rows(lms.canvas(graded([make_result("s1", [("ex1", 26, 26.0)])], roster=roster), roster).text)
+    roster_rows = rows(lms.CANVAS.export(graded([make_result("s1", [("ex1", 26, 26.0)])], roster=roster), roster).text)
     assert roster_rows[2][0] == "'" + evil
-    moodle = rows(lms.moodle(graded([make_result(evil, [("ex1", 17.8, 26.0)])])).text)
+    moodle = rows(lms.MOODLE.export(graded([make_result(evil, [("ex1", 17.8, 26.0)])])).text)
     assert moodle[1] == ["'" + evil, "17.8"]
-    assert rows(lms.canvas(graded([make_result("plain", [("ex1", 1, 26.0)])], "=SUM(1)")).text)[0][5] == "'=SUM(1)"
+    assert rows(lms.CANVAS.export(graded([make_result("plain", [("ex1", 1, 26.0)])], "=SUM(1)")).text)[0][5] == "'=SUM(1)"
 
 
 # Moodle's grading worksheet as its "Download grading worksheet" writes it (Moodle 4.x columns).
@@ -153,7 +153,7 @@ def test_moodles_own_worksheet_is_a_roster_and_the_worksheet_written_back_has_wh
     assert roster["ben-babbage"]["moodle_participant"] == "5131" and roster["ada-lovelace"]["email"] == "ada@uni.example"
     results = [make_result("ada-lovelace", [("ex1", 26.0, 30.0)], lms={"moodle_participant": "5130"}),
                make_result("ben-babbage", [("ex1", 17.8, 30.0)])]
-    export = lms.moodle(graded(results, roster=roster, out_of=30.0), roster, key="participant")
+    export = lms.MOODLE.export(graded(results, roster=roster, out_of=30.0), roster, key="participant")
     table = rows(export.text)
     assert table[0][:4] == ["Identifier", "Full name", "Email address", "Grade"]
     assert {"Identifier", "Grade", "Last modified (grade)"} <= set(table[0])  # what Moodle's importer needs
@@ -172,7 +172,7 @@ def test_canvas_gradebook_export_is_a_roster_as_it_comes(tmp_path):
     assert sorted(roster) == ["babbageben-102", "lovelaceada-101", "studenttest-999"]  # no Points Possible row
     assert roster["lovelaceada-101"] == {"student_id": "lovelaceada-101", "name": "Lovelace, Ada", "canvas_id": "101",
                                          "sis_user_id": "A001", "sis_login_id": "ada", "section": "Mon"}
-    table = rows(lms.canvas(graded([make_result("lovelaceada-101", [("ex1", 26.0, 30.0)])], roster=roster,
+    table = rows(lms.CANVAS.export(graded([make_result("lovelaceada-101", [("ex1", 26.0, 30.0)])], roster=roster,
                                    out_of=30.0), roster).text)
     assert ["Lovelace, Ada", "101", "A001", "ada", "Mon", "26"] in table
 

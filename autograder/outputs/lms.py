@@ -31,8 +31,6 @@ from autograder.outputs import final
 
 from autograder.untrusted import canvas_gradebook_id, for_spreadsheet, listed, moodle_student_id
 
-ROSTER_COLUMNS = ("student_id", "name", "canvas_id", "sis_user_id", "sis_login_id", "section", "email", "id_number",
-                  "extension_hours", "moodle_participant")
 CANVAS_COLUMNS = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
 MOODLE_KEYS = {"email": "Email address", "id_number": "ID number"}
 # The grading worksheet's columns that Moodle's "Upload grading worksheet" reads: it refuses a
@@ -54,9 +52,35 @@ class Export:
     needs_grading: list = field(default_factory=list)  # written answers not graded yet: left empty
 
 
+class LMS:
+    """One LMS's grade file and its own roster, in one place. Adding an LMS is a subclass and one
+    entry in BY_NAME (with its test): the export command, its --key choices and the roster's
+    columns follow from here."""
+
+    name = ""  # the export's format name (`autograder export NAME`)
+    title = ""  # what the file is, as the command says it wrote it
+    roster_columns = ()  # the roster's columns this LMS knows its students by (kept when read)
+    keys = ()  # what `--key` may choose to match students by, the default first (none: no choice)
+    own_roster = ""  # the LMS's own export read as a roster, in words
+    own_columns = ()  # the columns that tell that file apart
+
+    def roster(self, path, reader):
+        """{student id: row} from the LMS's own export (csv.DictReader `reader` of `path`)."""
+        raise NotImplementedError
+
+    def export(self, assignments, roster=None, key=None):
+        """An Export of `assignments` ([final.AssignmentGrades], a column each) for `roster`."""
+        raise NotImplementedError
+
+
+def roster_columns():
+    """The columns a roster row keeps: ours, late work's, and every LMS's."""
+    return ("student_id", "name", "extension_hours", *(c for lms in BY_NAME.values() for c in lms.roster_columns))
+
+
 def read_roster(path):
-    """{student id: row} from a roster CSV: ours (a student_id column), Moodle's grading
-    worksheet as Moodle writes it, or Canvas's gradebook export as Canvas writes it."""
+    """{student id: row} from a roster CSV: ours (a student_id column), or an LMS's own export
+    as it comes (Moodle's grading worksheet, Canvas's gradebook export)."""
     try:
         with open(path, newline="", encoding="utf-8-sig") as handle:  # Excel writes a BOM
             reader = csv.DictReader(handle)
@@ -64,73 +88,26 @@ def read_roster(path):
             reader.fieldnames = columns
             if "student_id" in columns:
                 return _our_roster(path, reader)
-            if {"Identifier", "Grade"} <= set(columns):
-                return _moodle_worksheet_roster(path, reader)
-            if {"Student", "ID"} <= set(columns):
-                return _canvas_gradebook_roster(path, reader)
-            raise RosterError(f"{path}: a roster has a student_id column, or is Moodle's grading worksheet"
-                              f" (Identifier, Grade) or Canvas's gradebook export (Student, ID) as they come;"
+            for lms in BY_NAME.values():
+                if lms.own_columns and set(lms.own_columns) <= set(columns):
+                    return lms.roster(path, reader)
+            theirs = " or ".join(f"{lms.own_roster} ({', '.join(lms.own_columns)})"
+                                 for lms in BY_NAME.values() if lms.own_columns)
+            raise RosterError(f"{path}: a roster has a student_id column, or is {theirs} as they come;"
                               f" found the columns {listed(columns) if columns else 'none'}")
     except (OSError, UnicodeDecodeError, csv.Error) as error:
         raise RosterError(f"{path}: cannot read the roster ({error})") from None
 
 
 def _our_roster(path, reader):
-    roster = {}
+    roster, kept = {}, set(roster_columns())
     for line, row in enumerate(reader, start=2):
         student = (row.get("student_id") or "").strip()
         if not student:
             raise RosterError(f"{path}, line {line}: no student_id")
         if student in roster:
             raise RosterError(f"{path}, line {line}: {student} is on the roster twice")
-        roster[student] = {k: (v or "").strip() for k, v in row.items() if k in ROSTER_COLUMNS}
-    return roster
-
-
-def _moodle_worksheet_roster(path, reader):
-    """Moodle's grading worksheet (an assignment's "Download grading worksheet"): each student
-    under the id a Moodle download gets without a roster (their name's words, runs/intake),
-    with their participant number, email, ID number and the worksheet's "Last modified
-    (grade)", which the worksheet written back carries (Moodle's check that no grade changed
-    in Moodle meanwhile)."""
-    rows = []
-    for line, row in enumerate(reader, start=2):
-        found = re.fullmatch(r"\D*?(\d+)", (row.get("Identifier") or "").strip())
-        if not found:
-            raise RosterError(f"{path}, line {line}: the Identifier is not Moodle's \"Participant N\""
-                              f" ({(row.get('Identifier') or '')[:40]!r})")
-        name = (row.get("Full name") or "").strip()
-        rows.append({"name": name, "moodle_participant": found.group(1),
-                     "email": (row.get("Email address") or "").strip(),
-                     "id_number": (row.get("ID number") or "").strip(),
-                     "moodle_modified": (row.get(MOODLE_MODIFIED) or "").strip()})
-    names = defaultdict(int)
-    for row in rows:
-        names[moodle_student_id(row["name"])] += 1
-    roster = {}
-    for row in rows:  # two students of one name: each with their number, as the intake keeps them apart
-        student = moodle_student_id(row["name"])
-        student = f"{student}-{row['moodle_participant']}" if names[student] > 1 else student
-        roster[student] = {"student_id": student, **row}
-    return roster
-
-
-def _canvas_gradebook_roster(path, reader):
-    """Canvas's gradebook export (Grades, Export): each student under the id a Canvas download
-    gets without a roster (the name's letters, lower case, and the Canvas user id), with their
-    SIS ids and section. The "Points Possible" row is not a student."""
-    roster = {}
-    for line, row in enumerate(reader, start=2):
-        name, canvas_id = (row.get("Student") or "").strip(), (row.get("ID") or "").strip()
-        if "points possible" in name.lower() or (not name and not canvas_id):
-            continue
-        if not canvas_id.isdigit():
-            raise RosterError(f"{path}, line {line}: Canvas's ID column holds a user number, not {canvas_id[:40]!r}")
-        student = canvas_gradebook_id(name, canvas_id)
-        roster[student] = {"student_id": student, "name": name, "canvas_id": canvas_id,
-                           "sis_user_id": (row.get("SIS User ID") or "").strip(),
-                           "sis_login_id": (row.get("SIS Login ID") or "").strip(),
-                           "section": (row.get("Section") or "").strip()}
+        roster[student] = {k: (v or "").strip() for k, v in row.items() if k in kept}
     return roster
 
 
@@ -176,77 +153,151 @@ def _points(grade):
     return "" if grade is None or grade.total is None else f"{grade.total:g}"
 
 
-def canvas(assignments, roster=None):
-    """Canvas's gradebook import: identity columns, a column per assignment, a Points Possible row.
-    `assignments`: [final.AssignmentGrades], each a column named by its title."""
-    people, export = _people(assignments, roster)
-    needed = ("canvas_id", "sis_user_id", "sis_login_id")
-    unidentified = [s for s, row in people if not any(row.get(k) for k in needed)]
-    if unidentified:
-        raise RosterError(f"Canvas matches students by ID, SIS User ID or SIS Login ID; the roster has none"
-                          f" of them for {listed(unidentified)}")
-    handle = io.StringIO(newline="")
-    writer = csv.writer(handle)
-    writer.writerow([*CANVAS_COLUMNS, *(for_spreadsheet(grades.title) for grades in assignments)])
-    writer.writerow(["Points Possible", "", "", "", "", *(f"{grades.out_of:g}" for grades in assignments)])
-    for student, row in people:
-        cells = [_points(grades.grades.get(student)) for grades in assignments]
-        writer.writerow([*map(for_spreadsheet, (row.get("name") or student, row.get("canvas_id", ""),
-                                                row.get("sis_user_id", ""), row.get("sis_login_id", ""),
-                                                row.get("section", ""))), *cells])
-        export.exported += any(cells)
-    export.text = handle.getvalue()
-    return export
+class Canvas(LMS):
+    name, title = "canvas", "Canvas's gradebook import"
+    roster_columns = ("canvas_id", "sis_user_id", "sis_login_id", "section")
+    own_roster, own_columns = "Canvas's gradebook export", ("Student", "ID")
+
+    def roster(self, path, reader):
+        """Canvas's gradebook export (Grades, Export): each student under the id a Canvas download
+        gets without a roster (the name's letters, lower case, and the Canvas user id), with their
+        SIS ids and section. The "Points Possible" row is not a student."""
+        roster = {}
+        for line, row in enumerate(reader, start=2):
+            name, canvas_id = (row.get("Student") or "").strip(), (row.get("ID") or "").strip()
+            if "points possible" in name.lower() or (not name and not canvas_id):
+                continue
+            if not canvas_id.isdigit():
+                raise RosterError(f"{path}, line {line}: Canvas's ID column holds a user number, not {canvas_id[:40]!r}")
+            student = canvas_gradebook_id(name, canvas_id)
+            roster[student] = {"student_id": student, "name": name, "canvas_id": canvas_id,
+                               "sis_user_id": (row.get("SIS User ID") or "").strip(),
+                               "sis_login_id": (row.get("SIS Login ID") or "").strip(),
+                               "section": (row.get("Section") or "").strip()}
+        return roster
+
+    def export(self, assignments, roster=None, key=None):
+        """Canvas's gradebook import: identity columns, a column per assignment, a Points Possible row.
+        `assignments`: [final.AssignmentGrades], each a column named by its title."""
+        people, export = _people(assignments, roster)
+        needed = ("canvas_id", "sis_user_id", "sis_login_id")
+        unidentified = [s for s, row in people if not any(row.get(k) for k in needed)]
+        if unidentified:
+            raise RosterError(f"Canvas matches students by ID, SIS User ID or SIS Login ID; the roster has none"
+                              f" of them for {listed(unidentified)}")
+        handle = io.StringIO(newline="")
+        writer = csv.writer(handle)
+        writer.writerow([*CANVAS_COLUMNS, *(for_spreadsheet(grades.title) for grades in assignments)])
+        writer.writerow(["Points Possible", "", "", "", "", *(f"{grades.out_of:g}" for grades in assignments)])
+        for student, row in people:
+            cells = [_points(grades.grades.get(student)) for grades in assignments]
+            writer.writerow([*map(for_spreadsheet, (row.get("name") or student, row.get("canvas_id", ""),
+                                                    row.get("sis_user_id", ""), row.get("sis_login_id", ""),
+                                                    row.get("section", ""))), *cells])
+            export.exported += any(cells)
+        export.text = handle.getvalue()
+        return export
 
 
-def moodle(assignments, roster=None, key="id_number"):
-    """Moodle's grade import CSV: one identity column (ID number or email), a column per assignment.
-    key "participant": the assignment's offline grading worksheet instead (Identifier "Participant
-    N", as Moodle names its downloads; one assignment only)."""
-    if key == "participant":
-        return moodle_worksheet(assignments, roster)
-    if key not in MOODLE_KEYS:
-        raise RosterError(f"Moodle matches students by {' or '.join(MOODLE_KEYS)} (or participant), not {key}")
-    people, export = _people(assignments, roster)
-    unidentified = [s for s, row in people if not row.get(key)]
-    if unidentified:
-        raise RosterError(f"the roster has no {key} for {listed(unidentified)}")
-    handle = io.StringIO(newline="")
-    writer = csv.writer(handle)
-    writer.writerow([MOODLE_KEYS[key], *(for_spreadsheet(grades.title) for grades in assignments)])
-    for student, row in people:
-        cells = [_points(grades.grades.get(student)) for grades in assignments]
-        writer.writerow([for_spreadsheet(row[key]), *cells])
-        export.exported += any(cells)
-    export.text = handle.getvalue()
-    return export
+class Moodle(LMS):
+    name, title = "moodle", "Moodle's grade import"
+    roster_columns = ("email", "id_number", "moodle_participant")
+    keys = ("id_number", "email", "participant")
+    own_roster, own_columns = "Moodle's grading worksheet", ("Identifier", "Grade")
+
+    def roster(self, path, reader):
+        """Moodle's grading worksheet (an assignment's "Download grading worksheet"): each student
+        under the id a Moodle download gets without a roster (their name's words, runs/intake),
+        with their participant number, email, ID number and the worksheet's "Last modified
+        (grade)", which the worksheet written back carries (Moodle's check that no grade changed
+        in Moodle meanwhile)."""
+        rows = []
+        for line, row in enumerate(reader, start=2):
+            found = re.fullmatch(r"\D*?(\d+)", (row.get("Identifier") or "").strip())
+            if not found:
+                raise RosterError(f"{path}, line {line}: the Identifier is not Moodle's \"Participant N\""
+                                  f" ({(row.get('Identifier') or '')[:40]!r})")
+            name = (row.get("Full name") or "").strip()
+            rows.append({"name": name, "moodle_participant": found.group(1),
+                         "email": (row.get("Email address") or "").strip(),
+                         "id_number": (row.get("ID number") or "").strip(),
+                         "moodle_modified": (row.get(MOODLE_MODIFIED) or "").strip()})
+        names = defaultdict(int)
+        for row in rows:
+            names[moodle_student_id(row["name"])] += 1
+        roster = {}
+        for row in rows:  # two students of one name: each with their number, as the intake keeps them apart
+            student = moodle_student_id(row["name"])
+            student = f"{student}-{row['moodle_participant']}" if names[student] > 1 else student
+            roster[student] = {"student_id": student, **row}
+        return roster
+
+    def export(self, assignments, roster=None, key=None):
+        """Moodle's grade import CSV: one identity column (ID number or email), a column per assignment.
+        key "participant": the assignment's offline grading worksheet instead (Identifier "Participant
+        N", as Moodle names its downloads; one assignment only)."""
+        key = key or self.default_key(assignments, roster)
+        if key == "participant":
+            return self.worksheet(assignments, roster)
+        if key not in MOODLE_KEYS:
+            raise RosterError(f"Moodle matches students by {' or '.join(MOODLE_KEYS)} (or participant), not {key}")
+        people, export = _people(assignments, roster)
+        unidentified = [s for s, row in people if not row.get(key)]
+        if unidentified:
+            raise RosterError(f"the roster has no {key} for {listed(unidentified)}")
+        handle = io.StringIO(newline="")
+        writer = csv.writer(handle)
+        writer.writerow([MOODLE_KEYS[key], *(for_spreadsheet(grades.title) for grades in assignments)])
+        for student, row in people:
+            cells = [_points(grades.grades.get(student)) for grades in assignments]
+            writer.writerow([for_spreadsheet(row[key]), *cells])
+            export.exported += any(cells)
+        export.text = handle.getvalue()
+        return export
+
+    def default_key(self, assignments, roster):
+        """By ID number with a roster; without one, by participant when every student came from a
+        Moodle download of this one assignment (the numbers in its file names), else by our ids as
+        ID numbers."""
+        if roster is not None or len(assignments) != 1:
+            return "id_number"
+        grades = [g for g in assignments[0].grades.values() if g.status != final.NO_SUBMISSION]
+        return "participant" if grades and all(g.lms.get("moodle_participant") for g in grades) else "id_number"
+
+    def worksheet(self, assignments, roster=None):
+        """Moodle's offline grading worksheet for one assignment: Identifier ("Participant N", the number in
+        the name of each student's download), Full name, Grade, Maximum Grade. Upload it on the
+        assignment's page (Grading action: Upload grading worksheet)."""
+        if len(assignments) != 1:
+            raise RosterError("Moodle's grading worksheet holds one assignment: name it (or use --key id_number)")
+        (grades,) = assignments
+        people, export = _people(assignments, roster)
+        handle = io.StringIO(newline="")
+        writer = csv.writer(handle)
+        writer.writerow(["Identifier", "Full name", "Email address", "Grade", "Maximum Grade", MOODLE_MODIFIED])
+        # Moodle skips a row whose grade was changed in Moodle more than a minute after this date: the
+        # date of the worksheet read as the roster (Moodle's own round trip), else the moment written.
+        now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+        for student, row in people:
+            grade = grades.grades.get(student)
+            participant = (grade.lms.get("moodle_participant") if grade else "") or row.get("moodle_participant", "")
+            if not participant:
+                export.not_on_roster.append(student)  # nothing Moodle can match it by
+                continue
+            cell = _points(grade)
+            modified = row.get("moodle_modified", "")
+            writer.writerow([f"Participant {participant}", for_spreadsheet(row.get("name") or student),
+                             for_spreadsheet(row.get("email", "")), cell, f"{grades.out_of:g}",
+                             modified if modified and modified != "-" else now])
+            export.exported += bool(cell)
+        export.text = handle.getvalue()
+        return export
 
 
-def moodle_worksheet(assignments, roster=None):
-    """Moodle's offline grading worksheet for one assignment: Identifier ("Participant N", the number in
-    the name of each student's download), Full name, Grade, Maximum Grade. Upload it on the
-    assignment's page (Grading action: Upload grading worksheet)."""
-    if len(assignments) != 1:
-        raise RosterError("Moodle's grading worksheet holds one assignment: name it (or use --key id_number)")
-    (grades,) = assignments
-    people, export = _people(assignments, roster)
-    handle = io.StringIO(newline="")
-    writer = csv.writer(handle)
-    writer.writerow(["Identifier", "Full name", "Email address", "Grade", "Maximum Grade", MOODLE_MODIFIED])
-    # Moodle skips a row whose grade was changed in Moodle more than a minute after this date: the
-    # date of the worksheet read as the roster (Moodle's own round trip), else the moment written.
-    now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
-    for student, row in people:
-        grade = grades.grades.get(student)
-        participant = (grade.lms.get("moodle_participant") if grade else "") or row.get("moodle_participant", "")
-        if not participant:
-            export.not_on_roster.append(student)  # nothing Moodle can match it by
-            continue
-        cell = _points(grade)
-        modified = row.get("moodle_modified", "")
-        writer.writerow([f"Participant {participant}", for_spreadsheet(row.get("name") or student),
-                         for_spreadsheet(row.get("email", "")), cell, f"{grades.out_of:g}",
-                         modified if modified and modified != "-" else now])
-        export.exported += bool(cell)
-    export.text = handle.getvalue()
-    return export
+CANVAS, MOODLE = Canvas(), Moodle()
+BY_NAME = {lms.name: lms for lms in (CANVAS, MOODLE)}  # every LMS, listed once
+
+
+def formats():
+    """The final grade file's formats (`autograder export FORMAT`): our plain CSV, and each LMS's import."""
+    return ("csv", *BY_NAME)

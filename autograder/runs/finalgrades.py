@@ -14,9 +14,6 @@ from autograder.outputs.gradebook import read_manual_scores
 from autograder.runs.recording import graded_folder, read_source
 from autograder.runs.late import LateWork, assignment_policy
 
-FORMATS = ("csv", "canvas", "moodle")
-
-
 REMOVED, NO_NOTEBOOK, NOTHING = "removed", "no notebook", "nothing"  # why a student on the roster has no grade
 
 
@@ -68,9 +65,9 @@ def _stale_penalties(policy, results, roster):
 
 def export(course, names, form, roster=None, key=None, out=None, results_dir=None, column=None):
     """Write the final grade file of the assignments `names` (all of the course's when empty) in
-    `form` (FORMATS); returns an ExportReport."""
-    if form not in FORMATS:
-        raise CourseError(f"the final grade file is one of {', '.join(FORMATS)}, not {form}")
+    `form` (one of lms.formats()); returns an ExportReport."""
+    if form not in lms.formats():
+        raise CourseError(f"the final grade file is one of {', '.join(lms.formats())}, not {form}")
     chosen = [course.assignment(name) for name in names] if names else course.assignments()
     if not chosen:
         raise CourseError(f"the course {course.root} has no assignments yet")
@@ -120,17 +117,7 @@ def _text(report, form, roster, key):
     assignments = report.assignments
     if form == "csv":
         return final.assignment_csv(assignments[0]) if len(assignments) == 1 else final.course_csv(assignments, roster)
-    if form == "canvas":
-        report.export = lms.canvas(assignments, roster)
-    else:
-        report.export = lms.moodle(assignments, roster, key=key or _moodle_key(assignments, roster))
+    report.export = lms.BY_NAME[form].export(assignments, roster, key)
     return report.export.text
 
 
-def _moodle_key(assignments, roster):
-    """By ID number with a roster; without one, by participant when every student came from a Moodle
-    download of this one assignment (the numbers in its file names), else by our ids as ID numbers."""
-    if roster is not None or len(assignments) != 1:
-        return "id_number"
-    grades = [g for g in assignments[0].grades.values() if g.status != final.NO_SUBMISSION]
-    return "participant" if grades and all(g.lms.get("moodle_participant") for g in grades) else "id_number"
