@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from autograder.course import Course, CourseError, write_atomically
+from autograder.course.settings import LimitsSettings
 from autograder.record import ERROR, GRADED
 from autograder.untrusted import for_terminal as shown
 
@@ -236,10 +237,7 @@ def cmd_grade(args):
 
 def _limits(args):
     """The limits `grade` gives over the assignment's, from --timeout and --memory-mb."""
-    limits = {"timeout": args.timeout} if args.timeout else {}
-    if args.memory_mb:
-        limits["memory_bytes"] = args.memory_mb * 2**20
-    return limits
+    return LimitsSettings(timeout=args.timeout or None, memory_mb=args.memory_mb or None).sandbox_limits()
 
 
 def _print_intake(assignment, args, roster):

@@ -4,13 +4,18 @@ Each test makes the change a recipe describes, in the files it names and nowhere
 scratch copy of the package, and runs the command that should then have the change. A recipe
 that misses a file (a list kept elsewhere, a choice written out in the command) fails here.
 """
+import json
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 from autograder.record import GRADED, write_result
 
-from helpers import PACKAGE_CHECKOUT, cli, make_result, new_course
+from helpers import ASSIGNMENT, PACKAGE_CHECKOUT, append_to_first_answer, cli, example, make_result, new_course, write
 
 DOCS = PACKAGE_CHECKOUT / "docs" / "architecture.md"
 
@@ -73,3 +78,106 @@ def test_a_new_lms_is_one_class_in_the_file_the_recipe_names(tmp_path):
     # the roster's new id column reached the export (a roster keeps every LMS's columns)
     assert [line.split(",")[0] for line in table] == ["toy_id", "T-1", "T-2"]
     assert "{csv,canvas,moodle,toy}" in cli("export", "--help", env=env, cwd=tmp_path).stdout
+
+
+TOY_OUTPUT = '''"""A toy output: the students graded, one per line."""
+from autograder.outputs.base import Output
+
+
+class GradedList(Output):
+    what = "the list of students graded"
+
+    def __init__(self, folder):
+        self.folder = folder
+
+    def finish(self, results):
+        self.folder.graded_list.write_text("".join(f"{result.student_id}\\n" for result in results))
+        return []
+'''
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("sandbox_required")
+def test_a_new_output_is_a_module_and_one_entry_in_the_list_the_recipe_names(tmp_path):
+    steps = recipe("Add an output format")
+    for named in ("`autograder/outputs/`", "`GradedFolder` (`autograder/outputs/folder.py`)",
+                  "`standard_outputs` in `autograder/runs/recording.py`"):
+        assert named in steps
+    copy, env = scratch_package(tmp_path)
+    package = copy / "autograder"
+    (package / "outputs" / "graded_list.py").write_text(TOY_OUTPUT)
+    feedback = '    feedback = property(lambda self: self.root / "feedback")\n'
+    edit(package / "outputs" / "folder.py", feedback,
+         '    graded_list = property(lambda self: self.root / "graded.txt")\n' + feedback)
+    recording = package / "runs" / "recording.py"
+    edit(recording, "class_report(assignment, folder, source)]", "class_report(assignment, folder, source), GradedList(folder)]")
+    edit(recording, "\n\ndef standard_outputs(", "\nfrom autograder.outputs.graded_list import GradedList\n\n\ndef standard_outputs(")
+    course = new_course(tmp_path)
+    (tmp_path / "in").mkdir()
+    write(tmp_path / "in", "ada", example("ada"))
+    done = cli("grade", ASSIGNMENT, tmp_path / "in", "--course", course, env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (course / "graded" / ASSIGNMENT / "graded.txt").read_text() == "ada\n"
+
+
+def edit(path, old, new):
+    """`path` with `old` (there once) replaced by `new`."""
+    text = path.read_text()
+    assert text.count(old) == 1, (path, old)
+    path.write_text(text.replace(old, new))
+
+
+PROBE_SCRIPT = '''
+from autograder.grading.sandbox import Limits, Sandbox, SandboxStudent
+
+box = Sandbox(0, Limits(timeout=15, memory_bytes=2**30))
+box.start()
+try:
+    box.run([("cell0", "v = 3.5")], seed=0)
+    print("answered:", SandboxStudent(box).type_name("v"))
+finally:
+    box.close()
+'''
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("sandbox_required")
+def test_a_new_probe_is_a_method_and_a_name_in_the_files_the_recipe_names(tmp_path):
+    steps = recipe("Change the sandbox")
+    for named in ("`NamespaceStudent`", "`PROBES` of `autograder/wire.py`"):
+        assert named in steps
+    copy, env = scratch_package(tmp_path)
+    package = copy / "autograder"
+    value = '    def value(self, name):\n'
+    edit(package / "inside" / "student.py", value,
+         '    def type_name(self, name):\n        return type(self._get(name)).__name__\n\n' + value)
+    edit(package / "wire.py", 'PROBES = ("kind", ', 'PROBES = ("type_name", "kind", ')
+    done = subprocess.run([sys.executable, "-c", PROBE_SCRIPT], capture_output=True, text=True, env=env, cwd=tmp_path,
+                          timeout=120)
+    assert "answered: float" in done.stdout, done.stdout + done.stderr  # the grader's proxy asks it in the sandbox
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("sandbox_required")
+def test_a_limit_set_in_assignment_toml_needs_only_the_settings_the_recipe_names(tmp_path):
+    steps = recipe("Add a per-submission limit")
+    assert "`LimitsSettings`" in steps and "`LimitsSettings.sandbox_limits`" in steps
+    copy, env = scratch_package(tmp_path)
+    settings = copy / "autograder" / "course" / "settings.py"
+    memory = '    memory_mb: int | None = setting('
+    edit(settings, memory, '    max_file_mb: int | None = setting(None, "megabytes", "Any one file, in MB.",'
+                           ' "max_file_mb = 16")\n' + memory)
+    converted = '        return limits\n'
+    edit(settings, converted, '        if self.max_file_mb is not None:\n'
+                              '            limits["max_file_bytes"] = int(self.max_file_mb) * 2**20\n' + converted)
+    course = new_course(tmp_path)
+    toml = course / "exercises" / ASSIGNMENT / "assignment.toml"
+    toml.write_text(toml.read_text() + "\n[limits]\nmax_file_mb = 1\n")
+    (tmp_path / "in").mkdir()
+    write(tmp_path / "in", "ada", append_to_first_answer(example("ada"), "open('big.bin', 'wb').write(bytes(2 * 2**20))"))
+    done = cli("grade", ASSIGNMENT, tmp_path / "in", "--course", course, env=env, cwd=tmp_path)
+    result = json.loads((course / "graded" / ASSIGNMENT / "ada.json").read_text())
+    # a 2 MB file, over the 1 MB set (the sandbox's own limit is 16 MB): her first answer's cell stops there
+    assert result["extra_data"]["status"] == "graded", done.stdout + done.stderr
+    assert [error["cell"] for error in result["extra_data"]["cell_errors"]] == ["ex1_answer"]
+    assert "File too large" in result["extra_data"]["cell_errors"][0]["error"]

@@ -125,13 +125,7 @@ class Assignment:
     @property
     def limits(self):
         """Grading limits in `Limits` terms (timeout seconds, memory bytes)."""
-        table = self.config.limits
-        limits = {}
-        if table.timeout is not None:
-            limits["timeout"] = float(table.timeout)
-        if table.memory_mb is not None:
-            limits["memory_bytes"] = int(table.memory_mb) * 2**20
-        return limits
+        return self.config.limits.sandbox_limits()
 
     @property
     def builds_on(self):

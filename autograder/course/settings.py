@@ -62,6 +62,16 @@ class LimitsSettings:
     memory_mb: int | None = setting(None, "megabytes", "Memory a submission may use, in MB.", "memory_mb = 4096",
                              shown="*the engine's*")
 
+    def sandbox_limits(self):
+        """These limits in the sandbox's terms (`Limits`: seconds, bytes), only those set: the one
+        place megabytes become bytes, for assignment.toml and `grade --memory-mb` alike."""
+        limits = {}
+        if self.timeout is not None:
+            limits["timeout"] = float(self.timeout)
+        if self.memory_mb is not None:
+            limits["memory_bytes"] = int(self.memory_mb) * 2**20
+        return limits
+
 
 @dataclass(frozen=True)
 class SandboxSettings:

@@ -153,16 +153,20 @@ def cpu_available():
     return True, f"one cpu and cpuset cgroup per submission under {hierarchy.cpu}"
 
 
+# What goes unbounded without a memory cgroup: said once, for this machine and for a Dask worker.
+MEMORY_UNBOUNDED = ("memory is then bounded by its address space, its scratch size and its process limit only:"
+                    " memory files and System V shared memory are not counted, and a submission that fills them"
+                    " can make the machine run short")
+
+
 def bound_notes():
     """What the TA should know about the bounds this machine cannot give each submission: [] when
     memory, processes and CPU are all bounded per submission."""
     notes = []
     ok, why = available()
     if not ok:
-        notes.append(f"{why}. Each submission's memory is then bounded by its address space, its scratch size"
-                     " and its process limit only: memory files and System V shared memory are not counted, and"
-                     " a submission that fills them can make this machine run short. Run the grader as root, or"
-                     " in a cgroup with the memory and pids controllers delegated to it.")
+        notes.append(f"{why}. Each submission's {MEMORY_UNBOUNDED}. Run the grader as root, or in a cgroup with"
+                     " the memory and pids controllers delegated to it.")
         return notes
     ok, why = cpu_available()
     if not ok:

@@ -32,6 +32,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from autograder.grading import cgroups
 from autograder.grading.sandbox import NoSandbox
 from autograder.grading.selfcheck import PoisonedInterpreter
 
@@ -162,8 +163,7 @@ class DaskScheduler:
             bounds = {}
         self.memory_notes = [f"the Dask worker {address}: {why}" for address, why in sorted(bounds.items()) if why]
         for note in self.memory_notes:
-            self.say(f"Note: {note}; its submissions' memory is bounded by address space, scratch size and"
-                     " process count only (memory files and shared memory are not counted)")
+            self.say(f"Note: {note}; each of its submissions' {cgroups.MEMORY_UNBOUNDED}.")
         return "none" if "none" in modes else "bubblewrap"
 
     # -- grading -----------------------------------------------------------------
@@ -304,8 +304,6 @@ def _zero(spec, assignment, submission, message):
 # -- on the workers ------------------------------------------------------------------
 def worker_memory_bound(dask_worker=None):
     """None where this worker gives each submission a memory cgroup, else why not."""
-    from autograder.grading import cgroups
-
     ok, why = cgroups.available()
     return None if ok else f"{why} (host {os.uname().nodename})"
 
