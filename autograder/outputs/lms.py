@@ -60,7 +60,7 @@ class LMS:
     name = ""  # the export's format name (`autograder export NAME`)
     title = ""  # what the file is, as the command says it wrote it
     roster_columns = ()  # the roster's columns this LMS knows its students by (kept when read)
-    keys = ()  # what `--key` may choose to match students by, the default first (none: no choice)
+    keys = ()  # what `--key` may choose to match students by (none: no choice)
     own_roster = ""  # the LMS's own export read as a roster, in words
     own_columns = ()  # the columns that tell that file apart
 
@@ -202,7 +202,7 @@ class Canvas(LMS):
 class Moodle(LMS):
     name, title = "moodle", "Moodle's grade import"
     roster_columns = ("email", "id_number", "moodle_participant")
-    keys = ("id_number", "email", "participant")
+    keys = (*MOODLE_KEYS, "participant")
     own_roster, own_columns = "Moodle's grading worksheet", ("Identifier", "Grade")
 
     def roster(self, path, reader):

@@ -106,11 +106,12 @@ class Web:
         """A page as UTF-8, whatever a student's text holds (course.utf8 replaces what cannot be encoded)."""
         return HTMLResponse(utf8(self.env.get_template(template).render(css=_css(), **values)), status)
 
-    def _assignment(self, who, name):
-        """The assignment `name` if `who` may use it, else Refused (the same answer for every other name)."""
+    def _assignment(self, who, name, missing="No such assignment for your token."):
+        """The assignment `name` if `who` may use it, else Refused (404, `missing`): the same answer
+        for every other name."""
         if isinstance(name, str) and who.may(name) and name in self.assignments:
             return self.assignments[name]
-        raise Refused(404, "No such assignment for your token.")
+        raise Refused(404, missing)
 
     def _own(self, who, submission_id):
         """The submission `submission_id` if it is `who`'s (any, for a TA), else None."""
@@ -306,10 +307,9 @@ class Web:
         """(Who, the assignment of the path) for a student signed in to it (a TA with `ta`), else
         Refused: the same "not found" for every other name."""
         who = await self.who(request, api=False)
-        name = request.path_params["assignment"]
-        if not (isinstance(name, str) and who.may(name) and name in self.assignments) or (ta and who.role != TA):
+        if ta and who.role != TA:
             raise Refused(404, "No such page for you.")
-        return who, self.assignments[name]
+        return who, self._assignment(who, request.path_params["assignment"], "No such page for you.")
 
     async def assignment_page(self, request, error=None, status=200):
         who, assignment = await self._signed_in(request)
@@ -412,11 +412,9 @@ def replaced_note(count):
 def _same_origin(request, refusal):
     """Refused (403, `refusal`) unless the POST is from a page of this service (or from no page,
     as a script sends it)."""
-    origin = request.headers.get("origin")
-    if origin is None or (origin and origin != "null"
-                          and origin.rstrip("/") == f"{request.url.scheme}://{request.url.netloc}"):
-        return
-    raise Refused(403, refusal)
+    origin = request.headers.get("origin")  # "null" or "" (a sandboxed page, a file) never matches
+    if origin is not None and origin.rstrip("/") != f"{request.url.scheme}://{request.url.netloc}":
+        raise Refused(403, refusal)
 
 
 TITLES = {403: "Refused", 404: "Not found", 429: "Too many requests"}
