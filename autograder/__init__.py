@@ -2,7 +2,8 @@
 
 The engine knows no assignment: a course is a folder (see `course/`), and
 everything about one assignment lives in its `exercises/<assignment>/` folder.
-Start at `cli.py`; docs/architecture.md maps the wings and their modules.
+Start at `cli/` (one module per group of commands); docs/architecture.md maps the wings
+and their modules.
 """
 import sys
 

@@ -8,7 +8,7 @@ import pytest
 
 from autograder.grading import selfcheck
 from autograder.course.reference import solved_namespace
-from autograder.grading.sandbox import isolation
+from autograder.grading.sandbox.isolation import isolation
 
 from helpers import COURSE, make_gradebook, new_course, release_namespace
 

@@ -8,7 +8,7 @@ import nbformat
 
 from autograder.course import PACKAGE_CHECKOUT, Course, copy_course
 from autograder.authoring.examples import examples, filled_notebook
-from autograder.grading.sandbox import RUN_ID
+from autograder.grading.sandbox.process import RUN_ID
 
 # This test session's run id, inherited by every grader it starts and carried by their
 # bubblewrap processes: the tests count and stop only their own sandboxes (sandbox_processes).
@@ -216,7 +216,7 @@ def sandbox_processes():
     (another grader on the machine, or another clone's tests, has its own): each sandbox process
     descends from its bubblewrap (--die-with-parent: it ends with bubblewrap), and bubblewrap
     carries the session's run id (conftest.py), also when the grader that started it has died."""
-    from autograder.grading.sandbox import SANDBOX_UID_BASE
+    from autograder.grading.sandbox.isolation import SANDBOX_UID_BASE
 
     out = subprocess.run(["ps", "-eo", "uid=,pid=,ppid=,stat=,args="], capture_output=True, text=True).stdout
     rows = [line.split(None, 4) for line in out.splitlines()]

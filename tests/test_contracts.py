@@ -16,7 +16,7 @@ def public_methods(cls):
 
 
 def test_the_probe_list_is_the_in_process_students_methods_and_the_proxys():
-    from autograder.grading.sandbox import SandboxStudent
+    from autograder.grading.sandbox.proxy import SandboxStudent
     from autograder.inside.student import NamespaceStudent
 
     assert len(set(wire.PROBES)) == len(wire.PROBES)
@@ -48,7 +48,7 @@ def test_the_agent_answers_the_contracts_names_alone():
 
 
 def test_the_sandbox_gets_every_module_of_inside_and_the_wire_format():
-    from autograder.grading.sandbox import AGENT_FILES
+    from autograder.grading.sandbox.agent_files import AGENT_FILES
 
     assert set(AGENT_FILES) == {"wire.py", *(f"inside/{p.name}" for p in (PACKAGE / "inside").glob("*.py"))}
 

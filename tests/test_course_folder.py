@@ -118,7 +118,7 @@ def test_validate_tells_the_instructor_whether_the_sandbox_warmed_up_on_the_rele
     """Grading does not fail when the sandbox cannot warm up on the release (it is only
     slower), so `validate` is where an instructor learns it, and why."""
     from autograder.authoring.validate import release_warm_up
-    from autograder.cli import _print_release_warm_up
+    from autograder.cli.instructor import _print_release_warm_up
 
     assignment = Course(COURSE.root).assignment(COURSE.names()[-1])
     ok = release_warm_up(assignment)

@@ -113,7 +113,7 @@ def public_members(cls):
 
 
 def test_every_probe_is_documented():
-    from autograder.grading.sandbox import SandboxStudent
+    from autograder.grading.sandbox.proxy import SandboxStudent
     from autograder.inside.student import NamespaceStudent
 
     text = CHECKS_DOC.read_text()

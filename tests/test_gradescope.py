@@ -47,7 +47,7 @@ def test_bundle_has_gradescopes_entry_points(bundle):
         setup = archive.read("setup.sh").decode()
     assert {"setup.sh", "run_autograder"} <= set(names)
     assert modes["run_autograder"] & 0o111 and modes["setup.sh"] & 0o111
-    assert "exercises/causal_attention/checks/test_ex3.py" in names and "autograder/cli.py" in names
+    assert "exercises/causal_attention/checks/test_ex3.py" in names and "autograder/cli/__init__.py" in names and "autograder/cli/__main__.py" in names
     assert "solutions/causal_attention.py" in names and f"source/{ASSIGNMENT}/{ASSIGNMENT}.ipynb" in names
     assert not any(name.startswith("tests/") or name.endswith(("corpus.toml", "examples.toml"))
                    for name in names)  # the corpus stays home

@@ -21,7 +21,7 @@ class CountingScheduler:
         self.ran, self.status, self.reusable = [], status, reusable
 
     def require_sandbox(self, unsafe_no_sandbox=False):
-        from autograder.grading.sandbox import require_sandbox
+        from autograder.grading.sandbox.isolation import require_sandbox
 
         return require_sandbox(unsafe_no_sandbox)  # as the local pool: the same refusal
 

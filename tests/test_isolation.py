@@ -13,7 +13,9 @@ import time
 import pytest
 
 from autograder.grading import cgroups
-from autograder.grading.sandbox import Limits, Sandbox, SandboxBroken, SandboxStudent
+from autograder.grading.sandbox.limits import Limits
+from autograder.grading.sandbox.process import Sandbox, SandboxBroken
+from autograder.grading.sandbox.proxy import SandboxStudent
 from autograder.inside import world
 from autograder.wire import StudentError
 
@@ -273,7 +275,7 @@ def test_a_right_answer_after_every_attack_on_the_same_worker_scores_full_marks(
 def test_where_no_world_of_its_own_can_be_made_the_grader_refuses_to_grade(monkeypatch):
     """On a kernel that forbids user namespaces inside the sandbox (Ubuntu's AppArmor
     restriction), the warm worker's trial says so in its hello, and nothing is graded."""
-    from autograder.grading.sandbox import NoSandbox
+    from autograder.grading.sandbox.isolation import NoSandbox
 
     sandbox = Sandbox(4)
     monkeypatch.setattr(sandbox, "_receive", lambda sock, timeout: (
@@ -316,7 +318,7 @@ def test_a_run_that_ends_before_its_first_cell_is_retried_once_on_a_fresh_sandbo
 
 
 def test_where_no_cgroup_can_be_made_the_ta_is_told_what_goes_uncounted(monkeypatch):
-    from autograder.cli import memory_bound_warning
+    from autograder.cli.common import memory_bound_warning
 
     monkeypatch.setattr(cgroups, "_probe", (None, "the memory and pids controllers are not delegated"))
     assert cgroups.available() == (False, "the memory and pids controllers are not delegated")

@@ -9,7 +9,6 @@ import os
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -128,7 +127,9 @@ def edit(path, old, new):
 
 
 PROBE_SCRIPT = '''
-from autograder.grading.sandbox import Limits, Sandbox, SandboxStudent
+from autograder.grading.sandbox.limits import Limits
+from autograder.grading.sandbox.process import Sandbox
+from autograder.grading.sandbox.proxy import SandboxStudent
 
 box = Sandbox(0, Limits(timeout=15, memory_bytes=2**30))
 box.start()

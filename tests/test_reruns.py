@@ -204,7 +204,7 @@ def test_a_changed_or_removed_late_policy_reaches_every_student_and_the_gradeboo
 def test_only_the_late_policy_changed_regrades_nobody_and_any_other_setting_regrades_everyone(tmp_path, capsys):
     """The [late] table is left out of what judges a submission (grading/bundle.py): the penalty
     is applied afterwards, from the current policy. Every other setting still regrades."""
-    from autograder.cli import _print_batch
+    from autograder.cli.grading import _print_batch
     from autograder.outputs.folder import GradedFolder
 
     course, inputs, first = late_class(tmp_path)
@@ -258,7 +258,7 @@ def test_the_penalty_of_a_skipped_student_follows_a_new_extension_or_time(tmp_pa
 
 
 def test_the_terminal_says_how_many_were_graded_again_and_whose_penalty_moved(tmp_path, capsys):
-    from autograder.cli import _print_batch
+    from autograder.cli.grading import _print_batch
     from autograder.outputs.folder import GradedFolder
 
     results = [make_result(s, {"ex1": 7.0}, path=f"{s}.ipynb", notebook_sha256=s) for s in ("a1", "b1", "c1")]

@@ -9,7 +9,9 @@ import time
 import pytest
 import torch
 
-from autograder.grading.sandbox import Limits, Sandbox, SandboxStudent
+from autograder.grading.sandbox.limits import Limits
+from autograder.grading.sandbox.process import Sandbox
+from autograder.grading.sandbox.proxy import SandboxStudent
 from autograder.wire import StudentError
 
 from helpers import ROOT, sandbox_processes, settled_sandbox_processes
@@ -278,24 +280,25 @@ def test_without_bubblewrap_root_still_hands_student_code_to_an_unprivileged_use
     """The opt-out's plain process is never root: in a private mount namespace where one
     can be made, else (Gradescope's Docker) as the slot's uid when it can reach Python;
     where neither works the grader refuses instead of running student code as root."""
-    from autograder.grading import sandbox
+    from autograder.grading.sandbox import isolation
+    from autograder.grading.sandbox.commands import plain_command
 
-    monkeypatch.setattr(sandbox, "_plain", None)
-    monkeypatch.setattr(sandbox, "_mount_namespace_works", lambda: False)
-    monkeypatch.setattr(sandbox, "_reachable", lambda path: True)
-    command, scratch, env = sandbox._plain_command(3, 7, tmp_path, Limits(), [])
-    uid = sandbox.SANDBOX_UID_BASE + 3
+    monkeypatch.setattr(isolation, "_plain", None)
+    monkeypatch.setattr(isolation, "_mount_namespace_works", lambda: False)
+    monkeypatch.setattr(isolation, "reachable", lambda path: True)
+    command, scratch, env = plain_command(3, 7, tmp_path, Limits(), [])
+    uid = isolation.SANDBOX_UID_BASE + 3
     assert command[:2] == ["setpriv", f"--reuid={uid}"] and "plain" in command
     assert os.stat(scratch).st_uid == uid and os.stat(scratch).st_mode & 0o777 == 0o700
     assert env["HOME"].startswith(scratch) and env["TMPDIR"] == scratch
     os.rmdir(scratch)
-    monkeypatch.setattr(sandbox, "_plain", None)
-    monkeypatch.setattr(sandbox, "_reachable", lambda path: False)
-    with pytest.raises(sandbox.NoSandbox, match="cannot read it"):
-        sandbox._plain_command(3, 7, tmp_path, Limits(), [])
-    monkeypatch.setattr(sandbox, "_plain", None)
-    monkeypatch.setattr(sandbox, "_mount_namespace_works", lambda: True)
-    command, scratch, env = sandbox._plain_command(3, 7, tmp_path, Limits(), ["/some/course"])
+    monkeypatch.setattr(isolation, "_plain", None)
+    monkeypatch.setattr(isolation, "reachable", lambda path: False)
+    with pytest.raises(isolation.NoSandbox, match="cannot read it"):
+        plain_command(3, 7, tmp_path, Limits(), [])
+    monkeypatch.setattr(isolation, "_plain", None)
+    monkeypatch.setattr(isolation, "_mount_namespace_works", lambda: True)
+    command, scratch, env = plain_command(3, 7, tmp_path, Limits(), ["/some/course"])
     assert command[:3] == ["unshare", "--mount", "--propagation"] and scratch is None
     assert "setpriv" in command and f"--reuid={uid}" in command
     assert "/some/course" in command[command.index("-c") + 1]  # hidden behind an empty tmpfs
@@ -379,7 +382,9 @@ def test_the_next_student_cannot_find_an_earlier_students_code_in_memory(sandbox
 
 def _adopt_and_grade(handover, answers):
     """In another process: adopt a launched sandbox, grade one cell, close it."""
-    from autograder.grading.sandbox import Limits, Sandbox, SandboxStudent
+    from autograder.grading.sandbox.limits import Limits
+    from autograder.grading.sandbox.process import Sandbox
+    from autograder.grading.sandbox.proxy import SandboxStudent
 
     box = Sandbox(handover.slot, Limits(timeout=15, memory_bytes=2**30))
     box.adopt(handover)
@@ -416,7 +421,7 @@ def test_a_sandbox_launched_by_one_process_is_used_and_closed_by_another(tmp_pat
 
 
 def test_an_adopted_sandbox_that_dies_is_seen_as_ended():
-    from autograder.grading.sandbox import AdoptedProcess
+    from autograder.grading.sandbox.handover import AdoptedProcess
 
     before = set(sandbox_processes())
     launched = Sandbox(0, Limits(timeout=15, memory_bytes=2**30))
@@ -434,7 +439,7 @@ def test_an_adopted_sandbox_that_dies_is_seen_as_ended():
 def test_a_sandbox_abandoned_while_another_process_may_use_it_is_killed_but_keeps_its_pid():
     """Stopped early, the grader kills the sandboxes it launched without reaping them: a
     worker still closing its own then signals a zombie, never a reused pid."""
-    from autograder.grading import sandbox as sandbox_module
+    from autograder.grading.sandbox import handover
 
     before = set(sandbox_processes())
     launched = Sandbox(0, Limits(timeout=15, memory_bytes=2**30))
@@ -442,12 +447,12 @@ def test_a_sandbox_abandoned_while_another_process_may_use_it_is_killed_but_keep
     pid, errors = launched.process.pid, launched.stderr_path
     launched.abandon()
     assert launched.process is None and not os.path.exists(errors)
-    adopted = sandbox_module.AdoptedProcess(pid, None)
+    adopted = handover.AdoptedProcess(pid, None)
     assert adopted.wait(timeout=10) is not None  # dead ...
     with open(f"/proc/{pid}/stat") as stat:
         assert stat.read().rsplit(")", 1)[1].split()[0] == "Z"  # ... and not reaped: the pid is still its
     adopted.kill()  # harmless
-    process = sandbox_module._UNREAPED.pop()
+    process = handover.UNREAPED.pop()
     assert process.pid == pid
     process.wait(timeout=10)
     assert pids(settled_sandbox_processes(len(before))) <= pids(before)  # (a line's state may change)
@@ -604,9 +609,9 @@ def test_a_release_unsafe_to_warm_up_on_is_tried_once_and_left_out(release, why)
 def test_agent_folders_nobody_holds_are_swept_and_a_held_one_is_kept(tmp_path, monkeypatch):
     """Each version of the sandbox's code or settings gets a folder; one no sandbox holds
     any more (an older version, a killed run) goes when the next sandbox prepares."""
-    from autograder.grading import sandbox as sandbox_module
+    from autograder.grading.sandbox import agent_files
 
-    monkeypatch.setattr(sandbox_module, "shared_temp_dir", lambda: tmp_path)
+    monkeypatch.setattr(agent_files, "shared_temp_dir", lambda: tmp_path)
     uid = os.geteuid()
     stale, held = tmp_path / f"autograder-agent-{uid}-0000stale", tmp_path / f"autograder-agent-{uid}-0000held"
     young = tmp_path / f"autograder-agent-{uid}-0000young"
@@ -614,7 +619,7 @@ def test_agent_folders_nobody_holds_are_swept_and_a_held_one_is_kept(tmp_path, m
         (folder / "autograder").mkdir(parents=True)
     for folder in (stale, held):
         os.utime(folder, (time.time() - 3600, time.time() - 3600))
-    lock = sandbox_module.hold_agent_dir(held)  # a sandbox of another batch still runs on it
+    lock = agent_files.hold_agent_dir(held)  # a sandbox of another batch still runs on it
     try:
         box = Sandbox(0, extra_files={"settings.json": b"{}"})
         box.prepare()
@@ -627,9 +632,9 @@ def test_agent_folders_nobody_holds_are_swept_and_a_held_one_is_kept(tmp_path, m
 def test_the_last_sandbox_to_close_removes_its_agent_folder_and_a_held_one_stays(tmp_path, monkeypatch):
     """A run leaves no agent folder behind: each sandbox removes its folder when it closes,
     unless another sandbox still runs on it; a sandbox started again makes it anew."""
-    from autograder.grading import sandbox as sandbox_module
+    from autograder.grading.sandbox import agent_files
 
-    monkeypatch.setattr(sandbox_module, "shared_temp_dir", lambda: tmp_path)
+    monkeypatch.setattr(agent_files, "shared_temp_dir", lambda: tmp_path)
     first, second = Sandbox(0, extra_files={"settings.json": b"{}"}), Sandbox(1, extra_files={"settings.json": b"{}"})
     first.prepare()
     second.prepare()
@@ -648,7 +653,8 @@ def test_the_last_sandbox_to_close_removes_its_agent_folder_and_a_held_one_stays
 
 FOREIGN = """
 import os, sys, time
-from autograder.grading.sandbox import Limits, Sandbox
+from autograder.grading.sandbox.limits import Limits
+from autograder.grading.sandbox.process import Sandbox
 box = Sandbox(5, Limits(timeout=15, memory_bytes=2**30))
 box.start()
 with open(sys.argv[1] + ".part", "w") as handle:
@@ -662,7 +668,8 @@ time.sleep(120)
 def test_the_tests_count_only_the_sandboxes_they_started(sandbox, tmp_path):
     """Another grader on the machine (another clone's tests, a TA's run) has sandboxes of the same
     uids: the tests' counts leave them out (they carry another run id), and keep this session's."""
-    from autograder.grading.sandbox import RUN_ID, SANDBOX_UID_BASE
+    from autograder.grading.sandbox.process import RUN_ID
+    from autograder.grading.sandbox.isolation import SANDBOX_UID_BASE
 
     # `setsid -f`: a process of its own, not below this one (its starter ends at once)
     subprocess.run(["setsid", "-f", sys.executable, "-c", FOREIGN, str(tmp_path / "pid")], check=True,

@@ -200,7 +200,7 @@ def test_warm_workers_that_never_graded_close_their_sandboxes_and_agent_folders(
     import os
     import time
 
-    from autograder.grading.sandbox import remove_if_unheld, shared_temp_dir
+    from autograder.grading.sandbox.agent_files import remove_if_unheld, shared_temp_dir
     from helpers import ROOT, sandbox_processes, settled_sandbox_processes
     from autograder.grading.scheduler import WarmPool
     from autograder.grading.submission import BatchSpec

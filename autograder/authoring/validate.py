@@ -157,7 +157,7 @@ def release_warm_up(assignment, unsafe_no_sandbox=False):
     release cells", or why it could not tell. Grading is the same either way; a skipped
     warm-up only makes every student pay the release's first-call costs again, which the
     instructor would not otherwise learn (the grader does not fail over it)."""
-    from autograder.grading.sandbox import SandboxBroken
+    from autograder.grading.sandbox.process import SandboxBroken
     from autograder.grading.submission import assignment_sandbox
 
     box = assignment_sandbox(assignment, assignment.limits, unsafe_no_sandbox)
@@ -364,7 +364,7 @@ def locate_crashes(assignment, folder, results, seed, unsafe_no_sandbox=False):
     TAs (`CheckOutcome.crash`). A result that does not (one graded before the grader kept it) has
     the first submission it broke on run again in a sandbox, its checks in this process."""
     from autograder.checks.runner import ChecksBroken
-    from autograder.grading.sandbox import SandboxBroken
+    from autograder.grading.sandbox.process import SandboxBroken
     from autograder.grading.submission import assignment_sandbox
 
     found = {}  # crash -> its line
@@ -398,7 +398,7 @@ def _crashes_on(assignment, box, path, seed):
     """(graded cell, CheckResult) of every check that broke on the submission at `path`."""
     from autograder.checks.runner import run_checks
     from autograder.grading.notebook import read_notebook, sanitize
-    from autograder.grading.sandbox import SandboxStudent
+    from autograder.grading.sandbox.proxy import SandboxStudent
 
     clean = sanitize(read_notebook(path), nbformat.read(assignment.source_notebook, as_version=4),
                      nbformat.read(assignment.release_notebook, as_version=4))

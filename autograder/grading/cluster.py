@@ -33,7 +33,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from autograder.grading import cgroups
-from autograder.grading.sandbox import NoSandbox
+from autograder.grading.sandbox.isolation import NoSandbox
 from autograder.grading.selfcheck import PoisonedInterpreter
 
 
@@ -310,7 +310,7 @@ def worker_memory_bound(dask_worker=None):
 
 def worker_isolation(unsafe_no_sandbox, dask_worker=None):
     """(isolation, refusal or None) on this worker (run through client.run)."""
-    from autograder.grading.sandbox import require_sandbox
+    from autograder.grading.sandbox.isolation import require_sandbox
     from autograder.grading.selfcheck import verify
 
     try:

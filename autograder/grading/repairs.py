@@ -3,7 +3,7 @@
 Feedback says a failing check "fails because of the mistake above" (a mistake its cell's
 diagnosis named), or that a cell should wait: "fix Exercise 3 first". Both are claims about
 code that does not exist yet: the student's, with that mistake fixed. A repair run makes it. In a
-sealed fork of the submission (grading/sandbox.py `SandboxStudent.repairing`) it runs
+sealed fork of the submission (grading/sandbox/proxy.py `SandboxStudent.repairing`) it runs
 
 - `own`: the cell's answer with the named mistakes undone in the student's own words
   (checks/repair.py), where they can be;

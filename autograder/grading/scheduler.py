@@ -13,7 +13,7 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from typing import Iterable, Iterator, Protocol, Sized
 
 from autograder.grading.submission import BatchSpec, grade_job, worker_setup
-from autograder.grading.sandbox import NoSandbox
+from autograder.grading.sandbox.isolation import NoSandbox
 from autograder.grading.selfcheck import PoisonedInterpreter
 from autograder.record import ERROR, Result
 
@@ -69,7 +69,7 @@ class LocalScheduler:
             self._close_launched()
 
     def require_sandbox(self, unsafe_no_sandbox=False):
-        from autograder.grading.sandbox import require_sandbox
+        from autograder.grading.sandbox.isolation import require_sandbox
 
         return require_sandbox(unsafe_no_sandbox)
 

@@ -15,7 +15,7 @@ import nbformat
 
 from autograder.course import Course, derive_seed
 from autograder.record import GRADED, INVALID, CellError, CellScore, CheckOutcome, Result, cell_in_words
-from autograder.grading.sandbox import NoSandbox
+from autograder.grading.sandbox.isolation import NoSandbox
 from autograder.checks.errormodel import load as load_error_model, mark_unexplained, reproduced
 from autograder.course.regions import read_regions
 from autograder.grading.repairs import Planner
@@ -149,7 +149,7 @@ class GradingWorker:
         return result
 
     def grade_clean(self, clean, base, started):
-        from autograder.grading.sandbox import SandboxStudent
+        from autograder.grading.sandbox.proxy import SandboxStudent
 
         spec, sandbox = self.spec, self.sandbox
         points = grade_cells(self.source)
@@ -280,7 +280,8 @@ def slot_sandbox(spec, assignment, slot):
 def assignment_sandbox(assignment, limits, unsafe_no_sandbox=False, slot=0, conceal=None):
     """A sandbox (not started yet) for `assignment`'s submissions: its limits, its sandbox
     code and settings, and `conceal` (default: the assignment's course folder) hidden."""
-    from autograder.grading.sandbox import Limits, Sandbox
+    from autograder.grading.sandbox.limits import Limits
+    from autograder.grading.sandbox.process import Sandbox
 
     return Sandbox(slot, Limits(**limits), unsafe_no_sandbox, conceal=[conceal or str(assignment.course.root)],
                    extra_files=assignment.sandbox_files())
@@ -348,7 +349,7 @@ def _run_cells(sandbox, cells, seed):
     """The child's first reply. A sandbox that fails to start or to take the job is
     the grader's problem, not the student's: restart it once, then give up (the
     submission is then graded again on the next run)."""
-    from autograder.grading.sandbox import SandboxBroken
+    from autograder.grading.sandbox.process import SandboxBroken
 
     for attempt in range(2):
         try:

@@ -758,7 +758,7 @@ def _warm_up():
 
 
 def _agent_file(name):
-    """A file the grader put next to this package in the agent folder (see grading/sandbox.py)."""
+    """A file the grader put next to this package in the agent folder (see grading/sandbox/agent_files.py)."""
     return os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), name)
 
 

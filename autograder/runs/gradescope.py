@@ -133,7 +133,7 @@ def grade_submission(name, root, unsafe_no_sandbox=False):
     """Grade root/submission into root/results/results.json; return its `record.Result`.
 
     Raises NoSandbox (nothing written) when there is no working sandbox and no opt-out."""
-    from autograder.grading.sandbox import require_sandbox, unsafe_warning
+    from autograder.grading.sandbox.isolation import require_sandbox, unsafe_warning
 
     require_sandbox(unsafe_no_sandbox)
     root = Path(root)
@@ -175,7 +175,7 @@ def main(argv=None):
     parser.add_argument("--unsafe-no-sandbox", action="store_true",
                         help="grade without bubblewrap (as a separate user) instead of refusing")
     args = parser.parse_args(argv)
-    from autograder.grading.sandbox import NoSandbox
+    from autograder.grading.sandbox.isolation import NoSandbox
     from autograder.grading.selfcheck import PoisonedInterpreter
 
     try:

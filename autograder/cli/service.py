@@ -1,0 +1,217 @@
+"""The grading service's commands: serve (pages and a JSON API), its tokens, and pruning its uploads."""
+import csv
+import importlib.util
+import io
+import os
+from pathlib import Path
+
+from autograder.cli.common import (add_unsafe_flag, assignment_of, console, course_of, dask_scheduler,
+                                   may_run_student_code)
+from autograder.course import Course, CourseError, write_atomically
+from autograder.grading.sandbox.isolation import require_sandbox
+from autograder.outputs.lms import RosterError, read_roster
+from autograder.untrusted import for_terminal as shown
+
+
+def cmd_serve(args):
+    """Grade notebooks as students submit them: web pages and a JSON API (service/app.py)."""
+
+    if any(importlib.util.find_spec(name) is None for name in ("starlette", "uvicorn", "multipart")):
+        console.print("[red]autograder serve needs the service extra[/red]: pip install -e \".[service]\""
+                      " (Starlette, uvicorn and python-multipart).", highlight=False)
+        return 2
+    import uvicorn  # an optional extra (the check above says so when it is missing)
+
+    from autograder.service import limits  # the service's modules (15 ms): only its own commands load them
+    from autograder.service.app import make_app  # Starlette, an optional extra
+    from autograder.service.core import Service  # torch (2 s)
+
+    course = course_of(args)
+    if args.demo:
+        course, links = _demo_service_course(course, args)
+    chosen = [course.assignment(name) for name in args.assignments] if args.assignments else course.assignments()
+    unreleased = [a.name for a in chosen if not a.release_notebook.is_file()]
+    if unreleased:
+        raise CourseError(f"release {', '.join(unreleased)} first (`autograder release`): the service grades"
+                          " against the release")
+    try:
+        roster = read_roster(args.roster) if args.roster else None
+    except RosterError as error:
+        console.print(f"[red]autograder serve: {shown(error, None)}[/red]", highlight=False)
+        return 2
+    cluster = None
+    if args.cluster:
+        cluster = dask_scheduler(args)
+        isolation = cluster.require_sandbox(args.unsafe_no_sandbox)  # each worker is asked
+    else:
+        may_run_student_code(args.unsafe_no_sandbox)
+        isolation = require_sandbox(args.unsafe_no_sandbox)
+    service = Service(course, chosen, jobs=args.jobs or os.cpu_count() or 1, roster=roster, isolation=isolation,
+                      cluster=cluster).start()
+    base = f"http://{args.host}:{args.port}" if not args.uds else f"http://unix:{args.uds}:"
+    console.print(f"Grading {', '.join(a.name for a in chosen)} on submit at {base} (course {course.root});"
+                  " Ctrl-C stops it, and whatever is queued is graded when it starts again.", highlight=False)
+    if args.demo:
+        for student, token in links:
+            console.print(f"  {student}: {base}/login/{token}", highlight=False)
+    before, after = limits.raise_descriptor_limit()
+    if after < 4096:
+        console.print(f"Note: this process may open {after} files (raised from {before}); each connection takes one."
+                      " Run it behind nginx (deploy/nginx/, docs/service.md) or raise LimitNOFILE.", style="yellow",
+                      highlight=False)
+    where = {"uds": args.uds} if args.uds else {"host": args.host, "port": args.port}
+    try:
+        uvicorn.run(make_app(service, secure_cookies=args.secure_cookies), **where, log_level="warning",
+                    proxy_headers=bool(args.forwarded_allow_ips), forwarded_allow_ips=args.forwarded_allow_ips or None,
+                    limit_concurrency=args.limit_concurrency, timeout_keep_alive=limits.KEEP_ALIVE,
+                    log_config=limits.log_config())
+    finally:
+        service.close()
+    return 0
+
+
+def _demo_service_course(course, args):
+    """`serve --demo`: the course's demo copy (as `autograder demo` makes it), with a token for each
+    example student and a TA; returns (the demo course, [(who, token)])."""
+    # nbformat's validator (0.1 s), for --demo alone
+    from autograder.authoring.examples import DEMO, DEMO_MARK, demo_course, examples, give_demo_due_date
+
+    demo = Course(course.root / DEMO) if (course.root / DEMO / DEMO_MARK).is_file() else demo_course(course)
+    from autograder.service.store import TA, Store  # (as in cmd_serve)
+
+    store = Store(demo.root / "service" / "service.db")
+    links = []
+    for assignment in demo.assignments():
+        if args.assignments and assignment.name not in args.assignments:
+            continue
+        due = give_demo_due_date(assignment)
+        if due:
+            console.print(f"{assignment.name} hides checks until its due date: the demo's copy is due"
+                          f" {due:%Y-%m-%d %H:%M} UTC, so its pages are those students see before it.",
+                          highlight=False)
+        for student, role in [*((s, "student") for s in examples(assignment)), ("ta", TA)]:
+            store.revoke(assignment.name, student)  # the last demo's links stop working: one set at a time
+            links.append((f"{'a TA' if role == TA else student} ({assignment.name})",
+                          store.issue(student, assignment.name, role)))
+    return demo, links
+
+
+def cmd_tokens(args):
+    """Issue, list and revoke the tokens students (and TAs) use with `autograder serve`: for one
+    assignment, or without one, a single token per student for every assignment of the course."""
+
+
+    from autograder.service.store import COURSE, TA, Store  # SQLite (6 ms), only here
+
+    course = course_of(args)
+    name = course.assignment(args.assignment).name if args.assignment else COURSE
+    where = name if args.assignment else "the course (every assignment)"
+    store = Store(course.root / "service" / "service.db")
+    for student in args.revoke or []:
+        count = store.revoke(name, student)
+        console.print(f"{shown(student)}: {count} token(s) revoked" if count else
+                      f"[yellow]{shown(student)} has no token for {where}[/yellow]", highlight=False)
+    students = []
+    if args.roster:
+        try:
+            students = list(read_roster(args.roster))
+        except RosterError as error:
+            console.print(f"[red]autograder tokens: {shown(error, None)}[/red]", highlight=False)
+            return 2
+    active = {row["student_id"] for row in store.active_tokens(name) if row["assignment"] == name}
+    issued, kept = [], []
+    for student, role in [*((s, "student") for s in students), *((t, TA) for t in args.ta or [])]:
+        if student in active and not args.new:
+            kept.append(student)
+            continue
+        if args.new:
+            store.revoke(name, student)
+        issued.append((student, store.issue(student, name, role)))
+    if issued:
+        if not args.out:
+            raise CourseError("give --out FILE: the new tokens are written there (and shown nowhere else)")
+        handle = io.StringIO(newline="")
+        writer = csv.writer(handle)
+        writer.writerow(["student_id", "token", "link"])
+        base = (args.url or "https://YOUR-SERVICE").rstrip("/")
+        for student, token in issued:
+            writer.writerow([student, token, f"{base}/login/{token}"])
+        out = write_atomically(Path(args.out), handle.getvalue(), mode=0o600)  # never readable by others
+        console.print(f"wrote {len(issued)} new tokens for {where} to {out} (readable by you alone: each is a"
+                      " student's password, send each only to its student)", highlight=False)
+    if kept:
+        console.print(f"{len(kept)} already had a token (kept; --new replaces them): {shown(', '.join(kept), 600)}",
+                      highlight=False)
+    if args.list:
+        for row in store.active_tokens(name):
+            scope = "every assignment" if row["assignment"] == COURSE else row["assignment"]
+            console.print(f"  {shown(row['student_id'])} ({row['role']}, {scope}), issued {row['created_at'][:16]}",
+                          highlight=False)
+    return 0
+
+
+def cmd_prune(args):
+    """Delete the uploads of finished attempts that do not count (service/prune.py)."""
+    from autograder.service.prune import prune  # (as in cmd_serve)
+
+    assignment = assignment_of(args)
+    root = assignment.course.root / "service"
+    if not (root / "service.db").exists():
+        console.print(f"[red]autograder prune: no service has run in {shown(str(assignment.course.root))}"
+                      " (no service/service.db): nothing to prune[/red]", highlight=False)
+        return 2
+    found = prune(root, assignment.name, args.older_than, args.dry_run)
+    verb = "would delete" if args.dry_run else "deleted"
+    console.print(f"{assignment.name}: {verb} {found.files} uploads of attempts that do not count"
+                  f" ({found.bytes / 2**20:.1f} MB); kept {found.kept} (the attempts that count, those not"
+                  " graded yet" + (f", those from the last {args.older_than:g} days" if args.older_than else "") + ")",
+                  highlight=False)
+    for path, why in found.problems:
+        console.print(f"[yellow]  {shown(path, 300)}: {shown(why, 300)}[/yellow]", highlight=False)
+    return 1 if found.problems else 0
+
+
+def add_commands(sub):
+    p = sub.add_parser("serve", help="grade notebooks as students submit them: web pages and a JSON API")
+    p.add_argument("assignments", nargs="*", metavar="ASSIGNMENT", help="the assignments to take (default: all)")
+    p.add_argument("--host", default="127.0.0.1", help="the address to listen on (default 127.0.0.1: put a TLS"
+                                                       " reverse proxy in front for students, see docs/service.md)")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--uds", metavar="SOCKET", help="listen on this unix socket instead of --host/--port: only the"
+                                                  " reverse proxy (and this machine's processes that may open the"
+                                                  " file) reach the service (deploy/nginx/site.conf)")
+    p.add_argument("--limit-concurrency", type=int, default=500, metavar="N",
+                   help="connections or requests at once before the service answers 503 (default 500)")
+    p.add_argument("--jobs", type=int, default=0, help="warm grading workers (default: number of cores)")
+    p.add_argument("--roster", metavar="FILE", help="roster CSV: extensions for the late policy")
+    p.add_argument("--secure-cookies", action="store_true", help="mark the sign-in cookie Secure (behind HTTPS)")
+    p.add_argument("--forwarded-allow-ips", default="", metavar="ADDRESSES",
+                   help="the reverse proxies whose X-Forwarded-For and X-Forwarded-Proto are believed (comma"
+                        " separated; default none: a client's own headers never change its address)")
+    p.add_argument("--demo", action="store_true", help="serve the course's demo/ copy, with a token for each example"
+                                                       " student and a TA, printed as links")
+    p.add_argument("--cluster", metavar="ADDRESS",
+                   help="grade on a Dask cluster (tcp://host:8786, tls://..., or local:N), as grade --cluster does")
+    p.add_argument("--tls-ca-file", help="with --cluster tls://...: the certificate authority's file")
+    p.add_argument("--tls-cert", help="with --cluster tls://...: this client's certificate")
+    p.add_argument("--tls-key", help="with --cluster tls://...: this client's private key")
+    add_unsafe_flag(p)
+    p.set_defaults(func=cmd_serve)
+    p = sub.add_parser("tokens", help="issue, list or revoke the tokens students hand in with (autograder serve)")
+    p.add_argument("assignment", nargs="?", help="tokens for this assignment only (default: one token per student"
+                                                 " for every assignment of the course, each with its own rules)")
+    p.add_argument("--roster", metavar="FILE", help="a token for each student_id on it that has none yet")
+    p.add_argument("--ta", nargs="+", metavar="NAME", help="a TA token (sees every student, can regrade)")
+    p.add_argument("--out", metavar="FILE", help="CSV of the new tokens: student_id,token,link (mode 600)")
+    p.add_argument("--url", help="the service's public address, for the personal links")
+    p.add_argument("--new", action="store_true", help="replace existing tokens (the old ones stop working)")
+    p.add_argument("--revoke", nargs="+", metavar="STUDENT", help="revoke every token of these students")
+    p.add_argument("--list", action="store_true", help="list the active tokens (never their secrets)")
+    p.set_defaults(func=cmd_tokens)
+    p = sub.add_parser("prune", help="delete the service's stored uploads of attempts that no longer count")
+    p.add_argument("assignment")
+    p.add_argument("--older-than", type=float, default=0.0, metavar="DAYS",
+                   help="only uploads handed in more than DAYS days ago (default: any finished one)")
+    p.add_argument("--dry-run", action="store_true", help="say what would be deleted, delete nothing")
+    p.set_defaults(func=cmd_prune)
+
