@@ -52,7 +52,7 @@ def _with_bookkeeping(index):
     """What grade_task does around grading: read the attempts, log its start and its end on the scheduler."""
     from distributed import get_client, get_worker
 
-    from autograder.grading.cluster import ATTEMPTS_TOPIC
+    from autograder.grading.cluster.protocol import ATTEMPTS_TOPIC
 
     topic = ATTEMPTS_TOPIC + "benchmark-" + str(get_worker().get_current_task())
     client = get_client()
@@ -75,7 +75,7 @@ def per_task_cost(cluster, count=2000):
 
 
 def main():
-    from autograder.grading.cluster import DaskScheduler
+    from autograder.grading.cluster.client import DaskScheduler
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=100)

@@ -1,4 +1,4 @@
-"""Grading on a Dask cluster (grading/cluster.py): real `dask scheduler` and `dask worker`
+"""Grading on a Dask cluster (grading/cluster/): real `dask scheduler` and `dask worker`
 processes on 127.0.0.1, the same class graded locally for comparison."""
 import os
 import signal
@@ -11,7 +11,8 @@ import time
 import pytest
 
 from autograder.grading.bundle import BundleError, make_bundle, unpack_bundle
-from autograder.grading.cluster import ATTEMPTS_TOPIC, ClusterError, DaskScheduler, parse_cluster
+from autograder.grading.cluster.client import DaskScheduler, parse_cluster
+from autograder.grading.cluster.protocol import ATTEMPTS_TOPIC, ClusterError
 from autograder.record import GRADED, INVALID, all_results
 
 from dask_cluster import dask_cluster, make_certificates
@@ -70,7 +71,7 @@ def test_an_unreachable_scheduler_is_one_clear_line_and_nothing_is_written(tmp_p
     out = tmp_path / "out"
     done = cli("grade", ASSIGNMENT, inbox, "--course", course_copy, "--out", out,
                "--cluster", f"tcp://127.0.0.1:{port}",  # Dask retries until the timeout: 1 s, not 10
-               setup="from autograder.grading import cluster\ncluster.CONNECT_TIMEOUT = 1")
+               setup="from autograder.grading.cluster import client\nclient.CONNECT_TIMEOUT = 1")
     assert done.returncode == 1
     assert "cannot reach the Dask scheduler at tcp://127.0.0.1:" in " ".join(done.stdout.split())
     assert "Traceback" not in done.stdout + done.stderr

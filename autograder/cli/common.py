@@ -102,7 +102,8 @@ def print_problems(problems, rest="everything else was graded and recorded"):
 
 
 def dask_scheduler(args):
-    from autograder.grading.cluster import ClusterError, DaskScheduler  # Dask (0.4 s): only with --cluster
+    from autograder.grading.cluster.client import DaskScheduler  # Dask (0.4 s): only with --cluster
+    from autograder.grading.cluster.protocol import ClusterError
 
     tls = [args.tls_ca_file, args.tls_cert, args.tls_key]
     security = None

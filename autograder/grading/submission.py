@@ -3,7 +3,7 @@
 A `GradingWorker` holds one worker's warm state (its sandbox and collected checks)
 and grades submissions one after another into `record.Result`s. The local pool
 makes one per process (`worker_setup`, `grade_job`); a Dask worker one per course
-bundle (cluster.py).
+bundle (cluster/).
 """
 import gc
 import os
@@ -47,7 +47,7 @@ class BatchSpec:
 class GradingWorker:
     """One worker's warm grading state: its sandbox, its collected checks and the
     assignment's source and release notebooks. A local pool process holds one; so does
-    a Dask worker, per course bundle (see cluster.py).
+    a Dask worker, per course bundle (see cluster/workers.py).
 
     A failure while starting is kept and raised on every submission, in words.
     """

@@ -12,7 +12,7 @@ from autograder.service.store import Store
 
 class Service:
     def __init__(self, course, assignments, jobs=2, roster=None, isolation="bubblewrap", cluster=None):
-        """`cluster`: a grading/cluster.py DaskScheduler to grade on (its workers' sandboxes), else
+        """`cluster`: a grading/cluster/client.py DaskScheduler to grade on (its workers' sandboxes), else
         `jobs` local warm workers."""
         self.course, self.assignments, self.cluster = course, list(assignments), cluster
         self.root = course.root / "service"
@@ -40,7 +40,7 @@ class Service:
     def make_pool(self, spec, jobs):
         """A lane's workers: warm local processes, or the Dask cluster's."""
         if self.cluster is not None:
-            from autograder.grading.cluster import DaskPool
+            from autograder.grading.cluster.client import DaskPool
 
             return DaskPool(self.cluster, spec)
         from autograder.grading.scheduler import WarmPool

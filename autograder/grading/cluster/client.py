@@ -1,53 +1,28 @@
-"""Grade on a Dask cluster: `autograder grade ... --cluster tcp://host:8786` (or `local:N`).
-
-The same scheduler interface as the local pool (see scheduler.py), on Dask
-distributed, which brings the scheduler, the workers, the retries, the dashboard
-and the deployments (dask-jobqueue on Slurm, dask-kubernetes, the Helm chart).
-
-* The course travels with the batch. A `GradingPlugin` carries the course bundle
-  (bundle.py) and the batch's settings to every worker, joining ones included; the
-  worker unpacks it into a private folder named by its hash, checks that it may run
-  student code (the same refusal as locally, naming the worker) and starts one warm
-  sandbox in a grading thread of its own. Each task forks a fresh child there, as
-  locally.
-* A task is keyed by the batch (bundle hash, seed, limits) and the submission (student,
-  notebook hash): Dask's retry of a lost worker's task is the same task, so nothing is
-  graded twice, and a resubmitted batch joins tasks that are still running.
-* A submission that kills its worker is tried at most twice. Each attempt logs an
-  event on the scheduler under the task's key; a third attempt does not run the
-  student's code and the client records that student's error instead (so does
-  Dask's own KilledWorker, if the scheduler gives up first).
-* The client writes each result as it arrives (batch.py), so after a kill -9 of the
-  client, a worker or the scheduler, running the same command again grades only
-  what is missing.
-"""
-import fcntl
-import os
-import queue
-import stat
-import uuid
-import tempfile
-import threading
+"""The client's side of grading on Dask: `DaskScheduler` grades a batch (`autograder grade
+--cluster`), `DaskPool` grades a service's submissions as they arrive. Both register the
+batch's `GradingPlugin` (workers.py) and submit one `grade_task` per submission."""
+import logging
 import time
+import urllib.request
+import uuid
+from concurrent.futures import Future
 from dataclasses import replace
 from pathlib import Path
 
+import nbformat
+
+from autograder.course import Course
 from autograder.grading import cgroups
+from autograder.grading.bundle import engine_hash, make_bundle
+from autograder.grading.cluster.protocol import KILLED_TWICE, PLUGIN_PREFIX, ClusterError, batch_key
+from autograder.grading.cluster.workers import GradingPlugin, grade_task, worker_isolation, worker_memory_bound
+from autograder.grading.notebook import grade_cells, sha256
 from autograder.grading.sandbox.isolation import NoSandbox
 from autograder.grading.selfcheck import PoisonedInterpreter
 
 
-MAX_ATTEMPTS = 2  # a submission whose grading kills a worker is tried once more, then recorded
-ATTEMPTS_TOPIC = "autograder-attempt-"
-PLUGIN_PREFIX = "autograder-"
 CONNECT_TIMEOUT = 10  # seconds to reach the scheduler
 WORKERS_TIMEOUT = 120  # seconds to wait for a first worker
-SLOTS = range(64, 128)  # sandbox user slots of cluster workers (the local pool uses 0, 1, ...)
-STOP_TIMEOUT = 300  # seconds a stopping plugin waits for the submission it is grading
-
-
-class ClusterError(RuntimeError):
-    """The cluster cannot be used (unreachable, refused, no workers, lost); the message says why."""
 
 
 def parse_cluster(text):
@@ -60,16 +35,6 @@ def parse_cluster(text):
     if "://" not in text:
         text = f"tcp://{text}"
     return "address", text
-
-
-def batch_key(bundle_hash, spec):
-    """What names this batch on the cluster: the course bundle and every setting that changes a grade."""
-    import hashlib
-    import json
-
-    settings = json.dumps({"seed": spec.seed, "limits": spec.limits, "isolation": spec.isolation,
-                           "assignment": spec.assignment}, sort_keys=True)
-    return hashlib.sha256(f"{bundle_hash}\0{settings}".encode()).hexdigest()[:20]
 
 
 class DaskScheduler:
@@ -87,7 +52,7 @@ class DaskScheduler:
     # -- connecting ------------------------------------------------------------
     def connect(self):
         try:
-            import distributed
+            import distributed  # Dask is an optional extra: the [cluster] one
         except ImportError:
             raise ClusterError("grading on a cluster needs Dask distributed: pip install"
                                " 'attention-autograder[cluster]' (or pip install distributed)") from None
@@ -122,8 +87,6 @@ class DaskScheduler:
 
     def _dashboard_link(self):
         """Dask's dashboard, if it answers (without bokeh, Dask names one that does not)."""
-        import urllib.request
-
         try:
             link = self.client.dashboard_link
             with urllib.request.urlopen(link, timeout=2) as page:
@@ -168,12 +131,8 @@ class DaskScheduler:
 
     # -- grading -----------------------------------------------------------------
     def grade(self, spec, submissions):
-        from distributed import as_completed
-        from distributed.scheduler import KilledWorker
-
-        from autograder.course import Course
-        from autograder.grading.bundle import make_bundle
-        from autograder.grading.bundle import engine_hash
+        from distributed import as_completed  # (optional, as in connect)
+        from distributed.scheduler import KilledWorker  # (optional, as in connect)
 
         client = self.connect()
         assignment = Course(Path(spec.course)).assignment(spec.assignment)
@@ -233,8 +192,6 @@ class DaskScheduler:
             pass
 
     def _submit(self, client, key, run, submission):
-        from autograder.grading.notebook import sha256
-
         try:
             data = Path(submission.path).read_bytes()
         except OSError:
@@ -250,14 +207,14 @@ class DaskScheduler:
         except (NoSandbox, PoisonedInterpreter):
             raise
         except killed_worker as error:  # Dask gave up first (a scheduler allowing fewer failures than we do)
-            from autograder.grading.scheduler import worker_failure
+            from autograder.grading.scheduler import worker_failure  # the local pool's module loads torch (1.5 s)
 
             return worker_failure(spec, submission, error)  # not proven the student's: retried next run
         except Exception as error:
             if future.status == "cancelled" or self.client is None or self.client.status != "running":
                 raise ClusterError(f"lost the Dask scheduler at {self.address} during the batch; every result"
                                    " received so far is saved: run the same command again to grade the rest") from None
-            from autograder.grading.scheduler import worker_failure
+            from autograder.grading.scheduler import worker_failure  # the local pool's module loads torch (1.5 s)
 
             return worker_failure(spec, submission, error)
         if reply == KILLED_TWICE:
@@ -267,9 +224,6 @@ class DaskScheduler:
         if spec.keep_notebook:
             result.graded_notebook = notebook
         return result
-
-
-KILLED_TWICE = "killed-twice"
 
 
 def worker_killer(spec, assignment, submission):
@@ -287,11 +241,7 @@ def _unreadable(spec, assignment, submission):
 
 def _zero(spec, assignment, submission, message):
     """An INVALID result (0 points, `message`) made on the client, as the worker would make it."""
-    import nbformat
-
-    from autograder.grading.submission import invalid_result
-    from autograder.grading.notebook import grade_cells, sha256
-
+    from autograder.grading.submission import invalid_result  # torch (1.9 s), for a rare result alone
     base = {"student_id": submission.student_id, "path": str(submission.path)}
     try:
         base["notebook_sha256"] = submission.sha256 or sha256(submission.path)
@@ -299,236 +249,6 @@ def _zero(spec, assignment, submission, message):
         pass
     points = grade_cells(nbformat.read(assignment.source_notebook, as_version=4))
     return invalid_result(spec, points, base, message, time.perf_counter())
-
-
-# -- on the workers ------------------------------------------------------------------
-def worker_memory_bound(dask_worker=None):
-    """None where this worker gives each submission a memory cgroup, else why not."""
-    ok, why = cgroups.available()
-    return None if ok else f"{why} (host {os.uname().nodename})"
-
-
-def worker_isolation(unsafe_no_sandbox, dask_worker=None):
-    """(isolation, refusal or None) on this worker (run through client.run)."""
-    from autograder.grading.sandbox.isolation import require_sandbox
-    from autograder.grading.selfcheck import verify
-
-    try:
-        verify(comparisons=False)
-        return require_sandbox(unsafe_no_sandbox), None
-    except (NoSandbox, PoisonedInterpreter) as refusal:
-        host = os.uname().nodename
-        return None, f"(host {host}) refuses to grade: {refusal}"
-
-
-def grade_task(batch, run, student_id, filename, data, ignored):
-    """One submission, on whichever worker Dask chose: (Result, sanitized notebook) or KILLED_TWICE.
-
-    Each attempt logs "start" and, once graded, "done" under the task's topic on the scheduler;
-    starts that never got done are attempts whose worker died."""
-    from distributed import get_client, get_worker
-
-    worker = get_worker()
-    plugin = worker.plugins.get(PLUGIN_PREFIX + batch)
-    if plugin is None:
-        raise RuntimeError(f"the Dask worker {worker.address} has no grading set-up for this batch")
-    topic = f"{ATTEMPTS_TOPIC}{run}-{worker.get_current_task()}"
-    client = get_client()
-    events = [message for _, message in client.get_events(topic)]
-    if events.count("start") - events.count("done") >= MAX_ATTEMPTS:  # its workers died, twice
-        return KILLED_TWICE
-    client.log_event(topic, "start")
-    reply = plugin.grade(student_id, filename, data, ignored)
-    client.log_event(topic, "done")
-    return reply
-
-
-try:
-    from distributed import WorkerPlugin
-except ImportError:  # DaskScheduler.connect says how to install it
-    WorkerPlugin = object
-
-
-class GradingPlugin(WorkerPlugin):
-    """Carries one batch's course bundle and settings to each worker, and keeps its warm sandbox.
-
-    Idempotent: its name is the batch key (bundle and settings), so registering the same
-    batch again (a rerun after the client was killed, a second TA) keeps the workers'
-    warm sandboxes and the tasks they are running instead of tearing them down.
-    """
-
-    idempotent = True
-
-    def __init__(self, batch, bundle_hash, bundle, spec, engine, unsafe_no_sandbox):
-        self.batch, self.bundle_hash, self.bundle = batch, bundle_hash, bundle
-        self.spec, self.engine, self.unsafe_no_sandbox = spec, engine, unsafe_no_sandbox
-        self.thread = self.setup_error = self.incoming = None
-
-    async def setup(self, worker):
-        import asyncio
-
-        try:  # off the worker's event loop: unpacking and the sandbox probe take a moment
-            await asyncio.get_running_loop().run_in_executor(None, self._setup, worker.address,
-                                                             worker.local_directory)
-        except Exception as error:  # kept: a worker that joins later and fails here refuses every task
-            self.setup_error = error
-            raise
-
-    def _setup(self, address, local_directory):
-        from autograder.grading.bundle import unpack_bundle
-        from autograder.grading.bundle import engine_hash
-
-        if engine_hash() != self.engine:
-            raise ClusterError(f"the Dask worker {address} runs another version of the grader than this"
-                               " client: install the same version on both")
-        isolation, refusal = worker_isolation(self.unsafe_no_sandbox)
-        if refusal:
-            raise NoSandbox(f"the Dask worker {address} {refusal}")
-        home = Path(local_directory) / "autograder-bundles"
-        folder = unpack_bundle(self.bundle, self.bundle_hash, home)
-        self.bundle = None  # unpacked: no need to keep it in memory
-        self.incoming = Path(tempfile.mkdtemp(prefix="incoming-", dir=home))
-        spec = replace(self.spec, course=str(folder), isolation=isolation)
-        self.thread = GradingThread(spec, address)
-        self.thread.start()
-
-    def grade(self, student_id, filename, data, ignored):
-        from autograder.grading.notebook import Submission
-
-        if self.setup_error is not None:
-            raise self.setup_error
-        folder = Path(tempfile.mkdtemp(dir=self.incoming))
-        path = folder / Path(filename).name
-        try:
-            path.write_bytes(data)
-            return self.thread.grade(Submission(student_id, path, ignored))
-        finally:
-            path.unlink(missing_ok=True)
-            folder.rmdir()
-
-    async def teardown(self, worker):
-        import asyncio
-
-        await asyncio.get_running_loop().run_in_executor(None, self._teardown)
-
-    def _teardown(self):
-        import shutil
-
-        if self.thread is not None:
-            self.thread.stop()
-            self.thread.join(timeout=STOP_TIMEOUT)  # the submission being graded finishes first
-        if self.incoming is not None:
-            shutil.rmtree(self.incoming, ignore_errors=True)
-
-
-class GradingThread(threading.Thread):
-    """Owns one GradingWorker: the sandbox is started, used and stopped from this one
-    thread, which lives as long as the plugin (bubblewrap's --die-with-parent follows the
-    thread that started it), and grades one submission at a time. Every job put in its
-    queue gets an answer, even when the thread could not start or is stopping."""
-
-    def __init__(self, spec, address):
-        super().__init__(name="autograder-grading", daemon=True)
-        self.spec, self.address = spec, address
-        self.jobs = queue.Queue()
-        self.slot_lock = None
-        self.closed = threading.Event()
-
-    def run(self):
-        worker, failure = None, None
-        try:
-            from autograder.grading.submission import GradingWorker
-
-            worker = GradingWorker(self.spec).setup(self._claim_slot())
-            while (job := self.jobs.get()) is not None:
-                submission, reply = job
-                try:
-                    result = worker.grade(submission)
-                    reply.put((True, (result, worker.last_notebook)))
-                except BaseException as error:  # noqa: BLE001 - handed to the waiting task
-                    if isinstance(error, NoSandbox | PoisonedInterpreter):
-                        error = type(error)(f"the Dask worker {self.address}: {error}")
-                    reply.put((False, error))
-        except BaseException as error:  # noqa: BLE001 - reported to every waiting task below
-            failure = error if isinstance(error, NoSandbox | PoisonedInterpreter) else RuntimeError(
-                f"the grading thread of Dask worker {self.address} stopped: {type(error).__name__}: {error}")
-        finally:
-            self.closed.set()
-            if worker is not None:
-                worker.close()
-            if self.slot_lock is not None:  # the slot is free for the next batch's sandbox
-                os.close(self.slot_lock)
-            self._answer_the_rest(failure or RuntimeError("this batch's grading on the worker was stopped"))
-
-    def _answer_the_rest(self, error):
-        while True:
-            try:
-                job = self.jobs.get_nowait()
-            except queue.Empty:
-                return
-            if job is not None:
-                job[1].put((False, error))
-
-    def grade(self, submission):
-        if self.closed.is_set():
-            raise RuntimeError("this batch's grading on the worker was stopped")
-        reply = queue.Queue(maxsize=1)
-        self.jobs.put((submission, reply))
-        while True:
-            try:
-                ok, value = reply.get(timeout=1)
-                break
-            except queue.Empty:
-                if self.closed.is_set() and reply.empty():
-                    self._answer_the_rest(RuntimeError("this batch's grading on the worker was stopped"))
-        if ok:
-            return value
-        raise value
-
-    def stop(self):
-        self.jobs.put(None)
-
-    def _claim_slot(self):
-        """A sandbox user slot no other worker on this host holds (a lock file per slot), in a
-        folder that is ours alone (a folder or link planted by another user is refused)."""
-        folder = Path(tempfile.gettempdir()) / f"autograder-slots-{os.geteuid()}"
-        try:
-            folder.mkdir(mode=0o700)
-        except FileExistsError:
-            pass
-        info = os.lstat(folder)
-        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o077:
-            raise RuntimeError(f"{folder} is not a private folder of this user: remove it")
-        for slot in SLOTS:
-            handle = os.open(folder / f"{slot}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                os.close(handle)
-                continue
-            self.slot_lock = handle  # held while this thread's sandbox lives
-            return slot
-        raise RuntimeError(f"every sandbox slot on this host is taken ({len(SLOTS)} grading sandboxes at once)")
-
-
-# -- small things ----------------------------------------------------------------------
-def _quiet_dask_logs():
-    """Dask logs its retries, restarts and lost connections (with tracebacks); the TA reads our one line."""
-    import logging
-
-    for name in ("distributed", "distributed.client", "distributed.scheduler", "distributed.worker",
-                 "distributed.nanny", "distributed.core", "distributed.comm"):
-        logging.getLogger(name).setLevel(logging.CRITICAL)
-
-
-def _loopback(address):
-    host = address.split("://", 1)[-1].rsplit(":", 1)[0].strip("[]")
-    return host in ("localhost", "::1") or host.startswith("127.")
-
-
-def _one_line(error):
-    text = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {text[0]}" if text else type(error).__name__
 
 
 class DaskPool:
@@ -543,9 +263,6 @@ class DaskPool:
         self.jobs = 1
 
     def start(self):
-        from autograder.course import Course
-        from autograder.grading.bundle import engine_hash, make_bundle
-
         if self.key is not None:
             return self
         client = self.scheduler.connect()
@@ -565,11 +282,9 @@ class DaskPool:
         return self
 
     def submit(self, submission):
-        from concurrent.futures import Future
+        from distributed.scheduler import KilledWorker  # (optional, as in connect)
 
-        from distributed.scheduler import KilledWorker
-
-        from autograder.grading.scheduler import worker_failure
+        from autograder.grading.scheduler import worker_failure  # the local pool's module loads torch (1.5 s)
 
         self.start()
         outer = Future()
@@ -597,3 +312,20 @@ class DaskPool:
         if self.key is not None:
             self.scheduler._release_plugin(self.key)
         self.scheduler.close()
+
+
+def _quiet_dask_logs():
+    """Dask logs its retries, restarts and lost connections (with tracebacks); the TA reads our one line."""
+    for name in ("distributed", "distributed.client", "distributed.scheduler", "distributed.worker",
+                 "distributed.nanny", "distributed.core", "distributed.comm"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+
+
+def _loopback(address):
+    host = address.split("://", 1)[-1].rsplit(":", 1)[0].strip("[]")
+    return host in ("localhost", "::1") or host.startswith("127.")
+
+
+def _one_line(error):
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0]}" if text else type(error).__name__
