@@ -29,7 +29,7 @@ class CheckOutcome:
     weight: float = 1.0
     message: str = ""
     # For the TA and the instructor, never the student: where and why the check itself broke
-    # ("<check file>:<line>: NameError: ...", checks.plugin.crash_of); "" when it ran. The
+    # ("<check file>:<line>: NameError: ...", checks.outcomes.crash_of); "" when it ran. The
     # student's message only says that it could not run. See `Result.check_crashes`.
     crash: str = ""
     # It fails as a consequence of the mistake its cell's feedback names ("above") or of an exercise

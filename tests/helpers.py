@@ -205,7 +205,7 @@ def make_gradebook(course):
     `alembic heads` (conftest.py asks that once a session)."""
     from nbgrader.api import Gradebook
 
-    from autograder.outputs.gradebook import gradebook_url
+    from autograder.outputs.gradebook_db import gradebook_url
 
     Gradebook(gradebook_url(course)).close()
     return course

@@ -16,7 +16,7 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
-from autograder.outputs.gradebook import gradebook_url
+from autograder.outputs.gradebook_db import gradebook_url
 from helpers import cli, example, make_gradebook, new_course
 
 needs_bwrap = pytest.mark.usefixtures("sandbox_required")

@@ -4,7 +4,7 @@ import torch
 
 from autograder.course import copy_assignment
 from autograder.course.regions import read_regions, strip_solution_markers
-from autograder.checks.plugin import CheckResult, withhold_unearned
+from autograder.checks.outcomes import CheckResult, withhold_unearned
 from autograder.checks.runner import CheckSession, ChecksBroken, run_checks
 from autograder.inside.student import NamespaceStudent
 
@@ -162,7 +162,7 @@ def test_a_students_error_names_their_line_and_says_what_went_wrong():
     pointed out."""
     import linecache
 
-    from autograder.checks.plugin import message_of
+    from autograder.checks.outcomes import message_of
     from autograder.wire import StudentError
 
     source = "import torch\n\ndef scores(x, w):\n    return x @ w\n"
@@ -276,7 +276,7 @@ def test_an_enormous_reported_structure_gives_a_small_result_that_still_says_wha
 
 
 def test_a_long_student_error_is_shortened_where_it_is_recorded_and_keeps_its_hint():
-    from autograder.checks.plugin import message_of
+    from autograder.checks.outcomes import message_of
     from autograder.checks.verdict import MAX_MESSAGE, SHORTENED
     from autograder.wire import StudentError
 
@@ -309,7 +309,7 @@ def traced():
     import io
 
     from autograder.course.reference import solved_namespace
-    from autograder.inside.student import ModuleCalls
+    from autograder.inside.calls import ModuleCalls
 
     with ModuleCalls() as calls, contextlib.redirect_stdout(io.StringIO()):
         namespace = solved_namespace(ASSIGNMENT.solutions)
@@ -321,7 +321,7 @@ def failed(results, cell):
 
 
 def test_module_calls_trace_a_tensor_to_the_call_that_made_it_and_make_it_again():
-    from autograder.inside.student import ModuleCalls
+    from autograder.inside.calls import ModuleCalls
 
     class Noisy(torch.nn.Module):  # dropout in training mode: a replay needs the same random state
         def __init__(self):

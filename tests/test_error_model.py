@@ -5,7 +5,7 @@ import pytest
 from autograder.authoring.errorcheck import check_error_model
 from autograder.course import copy_assignment
 from autograder.checks import errormodel
-from autograder.checks.plugin import CheckResult
+from autograder.checks.outcomes import CheckResult
 from autograder.checks.rootcause import one_cause_per_cell
 from autograder.checks.runner import CellResult, run_checks
 from autograder.inside.student import NamespaceStudent
@@ -168,7 +168,7 @@ def test_the_language_model_is_checked_with_the_students_own_attention(solved):
 
 
 def test_consequences_say_nothing_more_and_leave_the_cause_speaking():
-    from autograder.checks.plugin import quiet_consequences
+    from autograder.checks.outcomes import quiet_consequences
 
     checks = [CheckResult("ex5", "test_heads", "h", 1.0, False, "A plain Python list."),
               CheckResult("ex5", "test_values[full]", "v", 1.0, False, "The outputs are not right: x.", named=True,

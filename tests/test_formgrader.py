@@ -13,7 +13,7 @@ from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.ui import WebDriverWait
 
-from autograder.outputs.gradebook import gradebook_url
+from autograder.outputs.gradebook_db import gradebook_url
 
 from browser import full_page_screenshot, start_browser
 

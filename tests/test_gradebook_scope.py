@@ -5,7 +5,7 @@ import csv
 import pytest
 from nbgrader.api import Gradebook
 
-from autograder.outputs.gradebook import gradebook_url
+from autograder.outputs.gradebook_db import gradebook_url
 from helpers import cli, example, make_gradebook, new_course, write
 
 ASSIGNMENT = "causal_attention"

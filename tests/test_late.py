@@ -8,7 +8,7 @@ from nbgrader.api import Gradebook
 
 from autograder.runs.batch import grade_batch
 from autograder.runs.late import LateError, LatePolicy, read_timestamp, read_times
-from autograder.outputs.gradebook import gradebook_url
+from autograder.outputs.gradebook_db import gradebook_url
 from autograder.record import read_result
 from helpers import assignment_of, new_course
 from test_identical import CountingScheduler, hand_in

@@ -86,7 +86,7 @@ def score_written_answers(course, points):
     """The written answers' points, stored as formgrader stores them (Grade.manual_score)."""
     from nbgrader.api import Gradebook
 
-    from autograder.outputs.gradebook import gradebook_url
+    from autograder.outputs.gradebook_db import gradebook_url
 
     with Gradebook(gradebook_url(course)) as gradebook:
         for student, value in points.items():

@@ -5,7 +5,8 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
-from autograder.outputs.gradebook import GradebookWriter, gradebook_url, sync_gradebook
+from autograder.outputs.gradebook import GradebookWriter, sync_gradebook
+from autograder.outputs.gradebook_db import gradebook_url
 from autograder.grading.notebook import grade_cells, manual_cells
 from helpers import make_result
 

@@ -79,6 +79,42 @@ def test_a_new_lms_is_one_class_in_the_file_the_recipe_names(tmp_path):
     assert "{csv,canvas,moodle,toy}" in cli("export", "--help", env=env, cwd=tmp_path).stdout
 
 
+TOY_COMMAND = '''
+
+def cmd_hello(args):
+    """Greet the course's assignments, or refuse without a course."""
+    for assignment in chosen(args):
+        console.print(f"hello {assignment.name}")
+    return 0
+
+
+_add_commands = add_commands
+
+
+def add_commands(sub):
+    _add_commands(sub)
+    p = sub.add_parser("hello", help="say hello to each assignment")
+    p.add_argument("assignments", nargs="*")
+    p.set_defaults(func=cmd_hello)
+'''
+
+
+def test_a_new_command_is_a_function_and_its_parser_in_its_groups_module(tmp_path):
+    steps = recipe("Add a command")
+    assert "`autograder/cli/`" in steps and "add_commands" in steps and "GROUPS" in steps
+    copy, env = scratch_package(tmp_path)
+    group = copy / "autograder" / "cli" / "course.py"
+    text = group.read_text().replace("from autograder.cli.common import console, course_of",
+                                     "from autograder.cli.common import chosen, console, course_of")
+    group.write_text(text + TOY_COMMAND)  # the group's own module: nothing else changes
+    course = new_course(tmp_path)
+    done = cli("hello", "--course", course, env=env, cwd=tmp_path)
+    assert done.returncode == 0 and "hello causal_attention" in done.stdout, done.stdout + done.stderr
+    assert "--course" in cli("hello", "--help", env=env, cwd=tmp_path).stdout  # every command takes --course
+    refused = cli("hello", "no_such_assignment", "--course", course, env=env, cwd=tmp_path)
+    assert refused.returncode == 2 and "Traceback" not in refused.stdout + refused.stderr  # main's one line
+
+
 TOY_OUTPUT = '''"""A toy output: the students graded, one per line."""
 from autograder.outputs.base import Output
 

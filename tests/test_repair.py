@@ -108,7 +108,7 @@ def test_a_repair_run_decides_what_follows_from_the_named_mistake():
     """Where a repair run fixed the named mistake, a check is a consequence only if it passes there:
     the trusted reproduction (the mutant alone) is not asked."""
     from autograder.checks.errormodel import mark_unexplained
-    from autograder.checks.plugin import CheckResult
+    from autograder.checks.outcomes import CheckResult
     from autograder.checks.runner import CellResult
 
     def result(name, passed, message="", **kw):
@@ -156,7 +156,7 @@ def test_a_wrapper_with_its_own_mistakes_is_not_told_to_fix_exercise_3_first(tmp
 
 
 def test_a_diagnosis_says_what_fixing_its_mistake_earns_as_the_repair_run_showed():
-    from autograder.checks.plugin import CheckResult
+    from autograder.checks.outcomes import CheckResult
     from autograder.checks.rootcause import what_fixing_earns
     from autograder.checks.runner import CellResult
 
@@ -185,7 +185,7 @@ def test_a_diagnosis_says_what_fixing_its_mistake_earns_as_the_repair_run_showed
 
 
 def test_a_part_that_still_fails_once_what_it_builds_on_is_fixed_says_so_once():
-    from autograder.checks.plugin import CheckResult
+    from autograder.checks.outcomes import CheckResult
     from autograder.checks.rootcause import consequences, still_failing_wait, still_wrong_once_fixed
     from autograder.checks.runner import CellResult
 

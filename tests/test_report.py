@@ -7,7 +7,7 @@ import json
 import time
 from types import SimpleNamespace
 
-from autograder.checks.plugin import COULD_NOT_RUN
+from autograder.checks.outcomes import COULD_NOT_RUN
 from autograder.checks.runner import run_checks
 from autograder.course.reference import solved_namespace
 from autograder.grading.submission import build_result

@@ -11,7 +11,7 @@ import pytest
 from nbgrader.api import Gradebook
 
 from autograder.grading.notebook import InvalidNotebook, read_notebook, sha256
-from autograder.outputs.gradebook import gradebook_url
+from autograder.outputs.gradebook_db import gradebook_url
 from autograder.record import GRADED, INVALID, CellScore, read_result
 from autograder.runs.batch import BatchReport, grade_batch
 from helpers import assignment_of, make_gradebook, make_result, new_course

@@ -142,7 +142,7 @@ def test_a_check_the_named_mistake_alone_passes_keeps_its_own_words():
     named mistake (the error model's mutant, run on the grader's side) also fails; one it passes
     shows a second mistake, and keeps its words."""
     from autograder.checks.errormodel import failure, mark_unexplained
-    from autograder.checks.plugin import CheckResult
+    from autograder.checks.outcomes import CheckResult
     from autograder.checks.rootcause import consequences, one_cause_per_cell
 
     def result(name, passed, message="", **kw):
@@ -193,7 +193,7 @@ def test_fix_exercise_3_first_is_said_only_of_checks_the_named_upstream_mistake_
     """A wrapper built on a CausalAttention whose mistake the error model named: a wrapper check that
     the reference wrapper passes on that mutant is the wrapper's own mistake, and keeps its words."""
     from autograder.checks.errormodel import failure, mark_unexplained
-    from autograder.checks.plugin import CheckResult
+    from autograder.checks.outcomes import CheckResult
     from autograder.checks.rootcause import consequences, one_cause_per_cell
 
     cells = {"ex3": CellResult("ex3", [CheckResult("ex3", "test_diagnosis", "d", 0.0, False, "Not scaled.", named=True,
@@ -222,7 +222,7 @@ def test_a_repair_whose_upstream_still_fails_shows_only_what_it_made_pass():
     from the mistake undone; one that still failed may follow from Exercise 6's second mistake, so
     nothing is said of why (untested), and the model is not said to fail on its own."""
     from autograder.checks.errormodel import mark_unexplained
-    from autograder.checks.plugin import CheckResult
+    from autograder.checks.outcomes import CheckResult
     from autograder.checks.rootcause import consequences, one_cause_per_cell, still_failing_wait
     from autograder.record import consequence_words
 

@@ -17,7 +17,7 @@ from autograder.authoring.build import write_source
 from autograder.authoring.corpus import SOLUTIONS
 from autograder.authoring.nbgrader_steps import generate_assignment
 from autograder.authoring.validate import Validation, stale_files, validate
-from autograder.checks.plugin import COULD_NOT_RUN
+from autograder.checks.outcomes import COULD_NOT_RUN
 from autograder.checks.runner import run_checks
 from autograder.course.reference import solved_namespace
 from autograder.inside.student import NamespaceStudent

@@ -26,13 +26,26 @@ from pathlib import Path
 
 import nbformat
 
-from autograder.authoring.errorcheck import check_error_model
+from autograder.authoring.build import write_source
 from autograder.authoring.corpus import SOLUTIONS, STUBS, check_outcomes, diagnose, judge, load, write_submissions
-from autograder.checks.plugin import COULD_NOT_RUN
+from autograder.authoring.errorcheck import check_error_model
+from autograder.authoring.nbgrader_steps import NbgraderFailed, generate_assignment, run_nbgrader
+from autograder.checks import errormodel
+from autograder.checks.outcomes import COULD_NOT_RUN
+from autograder.checks.repair import repaired
 from autograder.checks.rootcause import exercise_number
+from autograder.checks.runner import ChecksBroken, run_checks
 from autograder.course import CourseError, copy_assignment, derive_seed
+from autograder.course.regions import read_regions, strip_solution_markers
 from autograder.course.settings import ValidateSettings
+from autograder.grading.notebook import grade_cells, read_notebook, sanitize
+from autograder.grading.sandbox.process import SandboxBroken
+from autograder.grading.sandbox.proxy import SandboxStudent
+from autograder.grading.submission import assignment_sandbox
+from autograder.outputs.results import ResultFiles
 from autograder.record import GRADED, UNTESTED, cell_in_words
+from autograder.runs.batch import grade_batch
+from autograder.runs.recording import graded_folder, read_source
 
 
 DIAGNOSES_MIN = ValidateSettings.diagnoses_named_min  # asked of every assignment; one may set a floor of its own
@@ -104,9 +117,6 @@ def release_if_new(assignment):
     """Release an assignment that has no source or release notebook yet, as `autograder release`
     does; the release notebook's path, or None when it was released already (stale or not:
     `stale_files` says, since students may already have that release)."""
-    from autograder.authoring.build import write_source
-    from autograder.authoring.nbgrader_steps import generate_assignment
-
     if assignment.source_notebook.is_file() and assignment.release_notebook.is_file():
         return None
     write_source(assignment)
@@ -117,9 +127,6 @@ def stale_files(assignment):
     """What `autograder release` would now write differently from the committed notebooks:
     one line per stale file (relative to the course), or why it cannot release at all. Built
     in a scratch copy, without a gradebook: the course itself is not touched."""
-    from autograder.authoring.build import write_source
-    from autograder.authoring.nbgrader_steps import NbgraderFailed, run_nbgrader
-
     with tempfile.TemporaryDirectory(prefix="autograder-validate-") as scratch:
         copy = copy_assignment(assignment, Path(scratch) / "course", grading_only=True)
         try:
@@ -157,9 +164,6 @@ def release_warm_up(assignment, unsafe_no_sandbox=False):
     release cells", or why it could not tell. Grading is the same either way; a skipped
     warm-up only makes every student pay the release's first-call costs again, which the
     instructor would not otherwise learn (the grader does not fail over it)."""
-    from autograder.grading.sandbox.process import SandboxBroken
-    from autograder.grading.submission import assignment_sandbox
-
     box = assignment_sandbox(assignment, assignment.limits, unsafe_no_sandbox)
     try:
         hello = box.start()
@@ -176,11 +180,6 @@ def grade_corpus(assignment, folder, seed, jobs, out_dir, only=None, unsafe_no_s
     `only` limits the corpus to the entries with these names; `repairs=False` leaves out grading the
     entries again with their named mistakes undone (check_repairs).
     """
-    from autograder.grading.notebook import grade_cells
-    from autograder.outputs.results import ResultFiles
-    from autograder.runs.batch import grade_batch
-    from autograder.runs.recording import graded_folder, read_source
-
     with tempfile.TemporaryDirectory(prefix="autograder-validate-") as scratch:
         copy = copy_assignment(assignment, Path(scratch) / "course", grading_only=True)
         cells = list(grade_cells(read_source(copy)))
@@ -254,12 +253,7 @@ def check_repairs(assignment, folder, entries, results, seed, jobs, unsafe_no_sa
     above passes once the mistakes named there are undone in the entry's own code (checks/repair.py;
     only where they are in the error model's words); one said to wait for Exercise N passes once
     that exercise's answers are the reference's."""
-    from autograder.outputs.results import ResultFiles
-    from autograder.runs.batch import grade_batch
-    from autograder.runs.recording import graded_folder
 
-    from autograder.checks import errormodel
-    from autograder.course.regions import read_regions
 
     out = Path(folder) / "repaired"
     out.mkdir(parents=True, exist_ok=True)
@@ -292,9 +286,6 @@ def _write_repairs(model, reference, path, out, result, report, claims):
     reference's answers to the exercises it waits for), as far as `result`'s promises need them;
     note in `claims` {student id: (entry, promised checks)} what each must show, and in `report`.
     `model` is the error model, `reference` the reference's regions."""
-    from autograder.checks.repair import repaired
-    from autograder.course.regions import strip_solution_markers
-
     own, upstream = promises(result)
     if not own and not upstream:
         return
@@ -359,14 +350,10 @@ def _exception(traceback_text, limit=300):
 
 
 def locate_crashes(assignment, folder, results, seed, unsafe_no_sandbox=False):
-    """Where each hidden check that could not run broke (plugin.crash_of: file, line, exception),
+    """Where each hidden check that could not run broke (outcomes.crash_of: file, line, exception),
     one line each. Students only read that it could not run; the result files keep where, for
     TAs (`CheckOutcome.crash`). A result that does not (one graded before the grader kept it) has
     the first submission it broke on run again in a sandbox, its checks in this process."""
-    from autograder.checks.runner import ChecksBroken
-    from autograder.grading.sandbox.process import SandboxBroken
-    from autograder.grading.submission import assignment_sandbox
-
     found = {}  # crash -> its line
     first = {}  # (graded cell, check) -> the first submission it could not run on, the solutions first
     for name, result in sorted(results.items(), key=lambda item: item[0] != SOLUTIONS):
@@ -396,10 +383,6 @@ def locate_crashes(assignment, folder, results, seed, unsafe_no_sandbox=False):
 
 def _crashes_on(assignment, box, path, seed):
     """(graded cell, CheckResult) of every check that broke on the submission at `path`."""
-    from autograder.checks.runner import run_checks
-    from autograder.grading.notebook import read_notebook, sanitize
-    from autograder.grading.sandbox.proxy import SandboxStudent
-
     clean = sanitize(read_notebook(path), nbformat.read(assignment.source_notebook, as_version=4),
                      nbformat.read(assignment.release_notebook, as_version=4))
     try:

@@ -108,7 +108,7 @@ def diagnosis(probe, locate=None):
     import pytest
 
     from autograder.checks import errormodel, localise
-    from autograder.checks.plugin import grade_id_of
+    from autograder.checks.outcomes import grade_id_of
 
     @pytest.mark.diagnosis
     def test_diagnosis(request, student, error_model, solutions, resources, seed, cell_failed, upstream_failed,

@@ -151,7 +151,7 @@ def _explains(speaking, crash):
 
 def consequences(cells):
     """Mark, in place, the failing checks that say nothing because another check of their cell
-    names the cause (one_cause_per_cell, root_cause_once, plugin.quiet_consequences): their
+    names the cause (one_cause_per_cell, root_cause_once, outcomes.quiet_consequences): their
     `because` is "above" (a mistake named in the same cell) or the exercises it builds on ("Exercise
     3"). The feedback lists them under the cause as failing because of it, not as failures of
     the parts their titles name. A cell where no check speaks marks nothing: there is no named

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from autograder.checks.plugin import GradingPlugin, in_view_order, quiet_consequences, withhold_unearned
+from autograder.checks.outcomes import in_view_order, quiet_consequences, withhold_unearned
+from autograder.checks.plugin import GradingPlugin
 
 CHECKS_INI = Path(__file__).resolve().parent / "checks_pytest.ini"
 

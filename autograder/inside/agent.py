@@ -128,7 +128,8 @@ def _run_cells(shell, cells, deadline):
 
 def child_main(shell, spec, inbox, outbox, resources=None):
     from autograder import wire
-    from autograder.inside.student import ModuleCalls, NamespaceStudent
+    from autograder.inside.calls import ModuleCalls
+    from autograder.inside.student import NamespaceStudent
     from autograder.wire import StudentError
 
     cells = wire.load_request(wire.read_frame(inbox))  # from the grader, never through the worker

@@ -4,23 +4,10 @@ The JSON results stay the source of truth; the gradebook is rebuilt from them at
 of every run, so formgrader and `nbgrader export` see what grades.csv shows.
 """
 import contextlib
-import warnings
 from pathlib import Path
 
 from autograder.outputs.base import IMPORTS, Output, brief
-
-
-def gradebook_url(course):
-    """The course's database URL from nbgrader's own config (sqlite gradebook.db by default)."""
-    from nbgrader.coursedir import CourseDirectory
-    from traitlets.config.loader import PyFileConfigLoader
-
-    config_file = Path(course) / "nbgrader_config.py"
-    from traitlets.config import Config
-
-    config = PyFileConfigLoader(config_file.name, path=str(course)).load_config() if config_file.exists() else Config()
-    config.CourseDirectory.root = str(Path(course).resolve())  # the config's "." means the course, not our cwd
-    return CourseDirectory(config=config).db_url
+from autograder.outputs.gradebook_db import gradebook_url, quiet
 
 
 def _ensure_assignment(gradebook, db_url, course, assignment):
@@ -57,7 +44,7 @@ class GradebookSync:
 
         self.assignment = assignment
         db_url = db_url or gradebook_url(course)
-        with _quiet():
+        with quiet():
             self.gradebook = Gradebook(db_url)
             try:
                 self._open(course, db_url)
@@ -122,7 +109,7 @@ class GradebookSync:
     def _commit(self, results):
         known, submitted, penalties, stamps = dict(self.known), dict(self.submitted), dict(self.penalties), dict(self.stamps)
         try:  # (their values are replaced, never changed)
-            with _quiet(), _one_commit(self.gradebook.db):
+            with quiet(), _one_commit(self.gradebook.db):
                 self._write(results)
         except BaseException:  # rolled back: not in the gradebook after all
             self.known, self.submitted, self.penalties, self.stamps = known, submitted, penalties, stamps
@@ -170,7 +157,7 @@ class GradebookSync:
         gradebook.db.commit()
 
     def close(self):
-        with _quiet():
+        with quiet():
             self.gradebook.close()
 
     def __enter__(self):
@@ -262,14 +249,6 @@ def _one_commit(session):
         session.__dict__.pop("commit", None)
         session.rollback()
         raise
-
-
-@contextlib.contextmanager
-def _quiet():
-    """Silence the SQLAlchemy chatter from inside nbgrader."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        yield
 
 
 def _why():
@@ -468,52 +447,3 @@ def _naive_utc(text):
     return moment.astimezone(timezone.utc).replace(tzinfo=None) if moment.tzinfo else moment
 
 
-def read_manual_scores(course, assignment, db_url=None):
-    """{student: {cell: (manual score or None, extra credit or None)}} of `assignment`'s notebook
-    in nbgrader's gradebook, as formgrader left them: the points a TA gave written answers, and
-    any autograded cell a TA overrode. Read only; {} when the course has no gradebook yet."""
-    from nbgrader.api import Gradebook, MissingEntry
-
-    db_url = db_url or gradebook_url(course)
-    if db_url.startswith("sqlite:///") and not Path(db_url.removeprefix("sqlite:///")).exists():
-        return {}
-    found = {}
-    with _quiet(), Gradebook(db_url) as gradebook:
-        try:
-            submissions = gradebook.assignment_submissions(assignment)
-        except MissingEntry:
-            return {}
-        for submission in submissions:
-            notebook = next((n for n in submission.notebooks if n.name == assignment), None)
-            if notebook is not None:
-                found[submission.student.id] = {grade.name: (grade.manual_score, grade.extra_credit)
-                                                for grade in notebook.grades}
-    return found
-
-
-def remove_submission(course, assignment, student, db_url=None, force=False):
-    """Take one student's submission of `assignment` out of nbgrader's gradebook (formgrader,
-    `nbgrader export`), and the student too when nothing else of theirs is left (a test folder,
-    a stray file). Returns what was done, in words. Points a TA entered by hand are lost with
-    it, so a submission that has any is removed only with `force` (else ValueError says so)."""
-    from nbgrader.api import Gradebook, MissingEntry
-
-    db_url = db_url or gradebook_url(course)
-    if db_url.startswith("sqlite:///") and not Path(db_url.removeprefix("sqlite:///")).exists():
-        return "not in nbgrader's gradebook (there is none)"
-    with _quiet(), Gradebook(db_url) as gradebook:
-        try:
-            submission = gradebook.find_submission(assignment, student)
-        except MissingEntry:
-            return "not in nbgrader's gradebook"
-        entered = sorted(grade.name for notebook in submission.notebooks for grade in notebook.grades
-                         if grade.manual_score is not None or grade.extra_credit)
-        if entered and not force:
-            raise ValueError(f"{student} has points a TA entered in formgrader ({', '.join(entered)}), which would be"
-                             " lost: add --force to remove them too")
-        gradebook.remove_submission(assignment, student)
-        left = gradebook.find_student(student).submissions
-        if not left:
-            gradebook.remove_student(student)
-            return "removed from nbgrader's gradebook, with the student (nothing else of theirs was there)"
-        return "its submission removed from nbgrader's gradebook"

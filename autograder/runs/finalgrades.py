@@ -10,7 +10,7 @@ from pathlib import Path
 from autograder.course import CourseError, write_atomically
 from autograder.grading.notebook import grade_cells, manual_cells
 from autograder.outputs import final, lms
-from autograder.outputs.gradebook import read_manual_scores
+from autograder.outputs.gradebook_db import read_manual_scores
 from autograder.runs.recording import graded_folder, read_source
 from autograder.runs.late import LateWork, assignment_policy
 

@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 
 from autograder.course import CourseError
 from autograder.grading.notebook import grade_cells
-from autograder.outputs.gradebook import remove_submission
+from autograder.outputs.gradebook_db import remove_submission
 from autograder.outputs.results import GradesCsv
 from autograder.record import write_result
 from autograder.runs.recording import class_report, graded_folder, read_source, write_outputs
