@@ -37,7 +37,7 @@ python -m pip install --quiet --disable-pip-version-check -e ".[test]"
 # for a poisoned interpreter does not mistake them for student code's work.
 autograder trust-startup-files
 # bubblewrap is there; can it make namespaces on this machine? Say so now, not at grading time.
-python -c "from autograder.grading.sandbox import isolation; mode, why = isolation(); print('sandbox:', why); raise SystemExit(mode != 'bwrap')" || {
+python -c "from autograder.grading.sandbox.isolation import available; mode, why = available(); print('sandbox:', why); raise SystemExit(mode != 'bwrap')" || {
     echo "setup.sh: bubblewrap is installed but cannot create namespaces here (see above); grading will refuse to run." >&2
     exit 1
 }

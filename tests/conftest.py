@@ -8,7 +8,7 @@ import pytest
 
 from autograder.grading import selfcheck
 from autograder.course.reference import solved_namespace
-from autograder.grading.sandbox.isolation import isolation
+from autograder.grading.sandbox.isolation import available
 
 from helpers import COURSE, make_gradebook, new_course, release_namespace
 
@@ -85,7 +85,7 @@ def pytest_terminal_summary(terminalreporter, config):
 
 
 def pytest_report_header(config):
-    mode, why = isolation()
+    mode, why = available()
     lines = [f"sandbox: {why}" + ("" if mode == "bwrap" else " -- sandbox tests will FAIL"),
              "lane: " + ("full" if config.getoption("--full") else "fast (add --full for every test)")]
     if PLATFORM_STARTUP_FILES:
@@ -97,7 +97,7 @@ def pytest_report_header(config):
 def sandbox_required():
     """Security tests never skip because the sandbox is missing: they fail. Only a non-root
     developer machine skips them (they look at other uids), and never under CI."""
-    mode, why = isolation()
+    mode, why = available()
     if mode != "bwrap":
         pytest.fail(f"no working sandbox: {why}. Install bubblewrap (./setup.sh, or apt-get install -y"
                     " bubblewrap as root) and run the tests again.", pytrace=False)

@@ -253,8 +253,6 @@ def check_repairs(assignment, folder, entries, results, seed, jobs, unsafe_no_sa
     above passes once the mistakes named there are undone in the entry's own code (checks/repair.py;
     only where they are in the error model's words); one said to wait for Exercise N passes once
     that exercise's answers are the reference's."""
-
-
     out = Path(folder) / "repaired"
     out.mkdir(parents=True, exist_ok=True)
     report, claims = RepairReport(), {}

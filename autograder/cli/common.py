@@ -5,6 +5,7 @@ from rich.table import Table
 
 from autograder.course import Course, CourseError
 from autograder.grading import cgroups
+from autograder.grading.cluster.protocol import ClusterError
 from autograder.grading.sandbox.isolation import require_sandbox, unsafe_warning
 from autograder.grading.selfcheck import verify
 from autograder.untrusted import for_terminal as shown
@@ -103,7 +104,6 @@ def print_problems(problems, rest="everything else was graded and recorded"):
 
 def dask_scheduler(args):
     from autograder.grading.cluster.client import DaskScheduler  # Dask (0.4 s): only with --cluster
-    from autograder.grading.cluster.protocol import ClusterError
 
     tls = [args.tls_ca_file, args.tls_cert, args.tls_key]
     security = None

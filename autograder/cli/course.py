@@ -7,7 +7,6 @@ from autograder.grading.selfcheck import trust_present_pth_files, trusted_list
 
 def cmd_init(args):
     """An empty course folder, ready for `autograder new`."""
-
     course = init_course(args.folder)
     console.print(f"created the course {course.root}; add an assignment with"
                   f" `autograder new NAME --course {course.root}` (or from inside the folder)")

@@ -18,9 +18,8 @@ from autograder.untrusted import for_terminal as shown, listed
 def cmd_grade(args):
     """Grade submissions in sandboxes; results, grades.csv and the gradebook."""
     from autograder.runs.batch import grade_batch  # nbgrader's gradebook, SQLAlchemy (0.25 s)
-    from autograder.runs.recording import graded_folder, standard_outputs
-
     from autograder.runs.late import LateError, read_times  # 7 ms, only for grade itself
+    from autograder.runs.recording import graded_folder, standard_outputs  # (as runs.batch)
 
     assignment = assignment_of(args)
     try:
@@ -63,7 +62,7 @@ def _print_intake(assignment, args, roster):
     """`grade --dry-run`: whose each file is and what the run would do with it (grade, grade again,
     keep, leave out), decided as the run decides it (`plan_batch`); nothing runs or is written."""
     from autograder.runs.batch import BatchOptions, plan_batch  # nbgrader's gradebook, SQLAlchemy (0.25 s)
-    from autograder.runs.recording import graded_folder
+    from autograder.runs.recording import graded_folder  # (as runs.batch)
 
     try:
         isolation = require_sandbox(args.unsafe_no_sandbox)
@@ -91,7 +90,6 @@ def _print_intake(assignment, args, roster):
 
 def dry_run_summary(plan):
     """One line: how many students the run would grade (again), keep and leave out, and who."""
-
     def who(ids):
         return f" ({listed(sorted(ids), 8)})" if ids else ""
 

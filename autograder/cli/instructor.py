@@ -134,10 +134,10 @@ def _print_release_warm_up(what):
 def cmd_demo(args):
     """Build and release, then grade the example submissions with `autograder grade`, in the
     course's demo/ copy: the example students never join the real class."""
-    from autograder.runs.batch import grade_batch  # nbgrader's gradebook, SQLAlchemy (0.25 s)
     from autograder.authoring.build import write_source  # nbconvert (0.2 s)
-    from autograder.runs.recording import graded_folder, standard_outputs
     from autograder.authoring.examples import demo_course, write_examples  # nbformat's validator (0.1 s)
+    from autograder.runs.batch import grade_batch  # nbgrader's gradebook, SQLAlchemy (0.25 s)
+    from autograder.runs.recording import graded_folder, standard_outputs  # (as runs.batch)
 
     course = course_of(args)
     started = time.perf_counter()

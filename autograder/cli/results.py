@@ -172,7 +172,7 @@ def add_commands(sub):
                                  " COURSE/graded/FORMAT-course.csv for the course; FORMAT csv writes final-)")
     p.add_argument("--results", help="one assignment's results folder (default: COURSE/graded/ASSIGNMENT)")
     p.add_argument("--column", help="one assignment's grade column name (default: the assignment's title)")
-    p.add_argument("--key", choices=[key for lms in BY_NAME.values() for key in lms.keys],
+    p.add_argument("--key", choices=[key for each in BY_NAME.values() for key in each.keys],
                    help="Moodle: match students by ID number (the default with a roster), email, or the"
                         " participant numbers of its download (the grading worksheet; the default without a roster"
                         " when every notebook came from a Moodle download)")

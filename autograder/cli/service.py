@@ -15,7 +15,6 @@ from autograder.untrusted import for_terminal as shown
 
 def cmd_serve(args):
     """Grade notebooks as students submit them: web pages and a JSON API (service/app.py)."""
-
     if any(importlib.util.find_spec(name) is None for name in ("starlette", "uvicorn", "multipart")):
         console.print("[red]autograder serve needs the service extra[/red]: pip install -e \".[service]\""
                       " (Starlette, uvicorn and python-multipart).", highlight=False)
@@ -75,10 +74,9 @@ def _demo_service_course(course, args):
     example student and a TA; returns (the demo course, [(who, token)])."""
     # nbformat's validator (0.1 s), for --demo alone
     from autograder.authoring.examples import DEMO, DEMO_MARK, demo_course, examples, give_demo_due_date
+    from autograder.service.store import TA, Store  # the service's modules wait for its commands (cmd_serve)
 
     demo = Course(course.root / DEMO) if (course.root / DEMO / DEMO_MARK).is_file() else demo_course(course)
-    from autograder.service.store import TA, Store  # (as in cmd_serve)
-
     store = Store(demo.root / "service" / "service.db")
     links = []
     for assignment in demo.assignments():
@@ -99,8 +97,6 @@ def _demo_service_course(course, args):
 def cmd_tokens(args):
     """Issue, list and revoke the tokens students (and TAs) use with `autograder serve`: for one
     assignment, or without one, a single token per student for every assignment of the course."""
-
-
     from autograder.service.store import COURSE, TA, Store  # SQLite (6 ms), only here
 
     course = course_of(args)

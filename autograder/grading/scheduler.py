@@ -4,7 +4,7 @@ A scheduler takes a `BatchSpec` and an iterable of submissions and yields one
 `record.Result` per submission as soon as it is ready, in any order, after
 `require_sandbox` has said how student code will run. Each worker holds one warm
 `GradingWorker` (its checks collected, one warm sandbox). `LocalScheduler` uses
-processes on this machine; `cluster.DaskScheduler` uses Dask workers.
+processes on this machine; `cluster/client.py`'s `DaskScheduler` uses Dask workers.
 """
 import multiprocessing
 import os
@@ -13,7 +13,7 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from typing import Iterable, Iterator, Protocol, Sized
 
 from autograder.grading.submission import BatchSpec, grade_job, worker_setup
-from autograder.grading.sandbox.isolation import NoSandbox
+from autograder.grading.sandbox.isolation import NoSandbox, require_sandbox
 from autograder.grading.selfcheck import PoisonedInterpreter
 from autograder.record import ERROR, Result
 
@@ -69,8 +69,6 @@ class LocalScheduler:
             self._close_launched()
 
     def require_sandbox(self, unsafe_no_sandbox=False):
-        from autograder.grading.sandbox.isolation import require_sandbox
-
         return require_sandbox(unsafe_no_sandbox)
 
     def grade(self, spec, submissions):

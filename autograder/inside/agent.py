@@ -1,7 +1,7 @@
 """The sandbox side: a warm interpreter that runs one submission at a time.
 
-This file runs inside the sandbox with only `student.py` and `wire.py` next to
-it (no checks, no solutions), and, where the assignment has one, its own
+This file runs inside the sandbox with only the rest of `inside/` and `wire.py` next
+to it (no checks, no solutions), and, where the assignment has one, its own
 sandbox code as `assignment_sandbox.py` (RESOURCES for probes, a warm-up) and
 `settings.json` (modules to pre-import). It imports torch and IPython once, then for each
 submission forks a fresh child that

@@ -19,14 +19,12 @@ def gradebook_url(course):
     return CourseDirectory(config=config).db_url
 
 
-
 @contextlib.contextmanager
 def quiet():
     """Silence the SQLAlchemy chatter from inside nbgrader."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         yield
-
 
 
 def read_manual_scores(course, assignment, db_url=None):
@@ -50,7 +48,6 @@ def read_manual_scores(course, assignment, db_url=None):
                 found[submission.student.id] = {grade.name: (grade.manual_score, grade.extra_credit)
                                                 for grade in notebook.grades}
     return found
-
 
 
 def remove_submission(course, assignment, student, db_url=None, force=False):

@@ -1,5 +1,5 @@
 """What the client and its Dask workers agree on: the names of plugins and attempt logs, how often a
-submission may kill a worker, the workers' sandbox slots, and what names a batch."""
+submission may kill a worker, and what names a batch."""
 import hashlib
 import json
 
@@ -7,8 +7,6 @@ import json
 MAX_ATTEMPTS = 2  # a submission whose grading kills a worker is tried once more, then recorded
 ATTEMPTS_TOPIC = "autograder-attempt-"
 PLUGIN_PREFIX = "autograder-"
-SLOTS = range(64, 128)  # sandbox user slots of cluster workers (the local pool uses 0, 1, ...)
-STOP_TIMEOUT = 300  # seconds a stopping plugin waits for the submission it is grading
 KILLED_TWICE = "killed-twice"
 
 

@@ -14,11 +14,13 @@ from pathlib import Path
 
 from autograder.grading import cgroups
 from autograder.grading.bundle import engine_hash, unpack_bundle
-from autograder.grading.cluster.protocol import (ATTEMPTS_TOPIC, KILLED_TWICE, MAX_ATTEMPTS, PLUGIN_PREFIX, SLOTS,
-                                                 STOP_TIMEOUT, ClusterError)
+from autograder.grading.cluster.protocol import ATTEMPTS_TOPIC, KILLED_TWICE, MAX_ATTEMPTS, PLUGIN_PREFIX, ClusterError
 from autograder.grading.notebook import Submission
 from autograder.grading.sandbox.isolation import NoSandbox, require_sandbox
 from autograder.grading.selfcheck import PoisonedInterpreter, verify
+
+SLOTS = range(64, 128)  # sandbox user slots of cluster workers (the local pool uses 0, 1, ...)
+STOP_TIMEOUT = 300  # seconds a stopping plugin waits for the submission it is grading
 
 
 def worker_memory_bound(dask_worker=None):

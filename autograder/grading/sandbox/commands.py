@@ -10,8 +10,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from autograder.grading.sandbox import isolation
-from autograder.grading.sandbox.agent_files import shared_temp_dir
+from autograder.grading.sandbox import agent_files, isolation
 
 
 SHM_DIR = ".shm"  # /dev/shm is this folder of the scratch tmpfs: inside its size limit, wiped with it
@@ -32,7 +31,8 @@ def plain_command(slot, control, agent, limits, conceal):
     if mode == "namespace":
         env.update(HOME="/tmp/home", TMPDIR="/tmp")
         return _private_namespace(slot, control, agent, limits, conceal), None, env
-    scratch = tempfile.mkdtemp(prefix="autograder-scratch-", dir=shared_temp_dir())  # 0700: nobody else reads it
+    # 0700: nobody else reads it
+    scratch = tempfile.mkdtemp(prefix="autograder-scratch-", dir=agent_files.shared_temp_dir())
     env.update(HOME=os.path.join(scratch, "home"), TMPDIR=scratch)
     command = _agent_call(control, "plain", scratch, agent)
     if mode == "user":

@@ -1,6 +1,6 @@
 """How much isolation this machine allows, and who student code runs as.
 
-bubblewrap, where it can make namespaces here (`isolation`); without it nothing runs
+bubblewrap, where it can make namespaces here (`available`); without it nothing runs
 (`NoSandbox`), unless the TA passes --unsafe-no-sandbox: then student code is a plain process
 that root hands to an unprivileged uid (`plain_mode`, `as_sandbox_user`), and `unsafe_warning`
 says what is missing. Also which folders a stranger's uid can reach: Python's among them."""
@@ -20,7 +20,7 @@ class NoSandbox(RuntimeError):
     """Student code must not run here: no working sandbox, and no explicit opt-out."""
 
 
-def isolation():
+def available():
     """('bwrap' | 'none', explanation). Probed once per process."""
     global _isolation
     if _isolation is None:
@@ -48,7 +48,7 @@ def require_sandbox(unsafe_no_sandbox=False):
     sandbox and no opt-out, or when even the opt-out cannot keep student code
     away from the grader's own user. Nothing has run when this raises.
     """
-    mode, why = isolation()
+    mode, why = available()
     if mode == "bwrap":
         return "bubblewrap"
     if not unsafe_no_sandbox:
@@ -62,7 +62,7 @@ def require_sandbox(unsafe_no_sandbox=False):
 
 def unsafe_warning():
     """What is missing when grading with the opt-out (for the terminal and logs)."""
-    mode, why = isolation()
+    mode, why = available()
     if mode == "bwrap":
         return None
     plain = plain_mode()
