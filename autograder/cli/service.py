@@ -2,6 +2,7 @@
 import csv
 import importlib.util
 import io
+import json
 import os
 from pathlib import Path
 
@@ -146,6 +147,44 @@ def cmd_tokens(args):
     return 0
 
 
+def cmd_lti(args):
+    """`lti register`: what to paste into Canvas and Moodle (the tool's addresses and key), and with
+    the platform's values, its entry in the course's lti.toml (service/lti.py)."""
+    from autograder.service import lti  # PyJWT and cryptography, of the service extra: its commands alone
+
+    course = course_of(args)
+    given = [args.issuer, args.client_id, args.deployment, args.login_url, args.keys_url]
+    if any(given) and not all(given):
+        raise CourseError("give the platform's five values together (--issuer, --client-id, --deployment, --login-url,"
+                          " --keys-url), or none of them to see what to paste into the LMS first")
+    if all(given):  # the LMS has the tool now: the tool learns the LMS
+        try:
+            path = lti.add_platform(course.root, lti.Platform(args.issuer, args.client_id, args.login_url,
+                                                              args.keys_url, tuple(args.deployment)))
+        except ValueError as error:
+            raise CourseError(str(error)) from None
+        console.print(f"added the platform {shown(args.issuer)} (client id {shown(args.client_id)}) to {path};"
+                      " restart `autograder serve` to take launches from it.", highlight=False)
+        return 0
+    folder = course.root / "service"
+    folder.mkdir(parents=True, exist_ok=True)
+    key = lti.ToolKey(folder)  # made once: the LMS keeps its public half
+    urls = lti.tool_urls(args.url)
+    console.print(f"The tool's addresses under {args.url}: login {urls['login']}, launch {urls['launch']}, public"
+                  f" keys {urls['keys']}.", highlight=False)
+    console.print("\nCanvas (Admin > Developer Keys > + LTI Key > Method: Paste JSON):", highlight=False)
+    console.print(json.dumps(lti.canvas_developer_key(args.url, key, course.root.name), indent=2), markup=False,
+                  highlight=False, soft_wrap=True)
+    console.print("\nMoodle (Site administration > Plugins > Activity modules > External tool > Manage tools >"
+                  " configure a tool manually):", highlight=False)
+    for field, value in lti.moodle_settings(args.url):
+        console.print(f"  {field}: {value}", markup=False, highlight=False, soft_wrap=True)
+    console.print("\nThen run this again with the platform's values (Canvas: the issuer https://canvas.instructure.com,"
+                  " the key's client id, the deployment id; Moodle: its Tool configuration details) to add it to"
+                  " lti.toml.", highlight=False)
+    return 0
+
+
 def cmd_prune(args):
     """Delete the uploads of finished attempts that do not count (service/prune.py)."""
     from autograder.service.prune import prune  # (as in cmd_serve)
@@ -204,6 +243,18 @@ def add_commands(sub):
     p.add_argument("--revoke", nargs="+", metavar="STUDENT", help="revoke every token of these students")
     p.add_argument("--list", action="store_true", help="list the active tokens (never their secrets)")
     p.set_defaults(func=cmd_tokens)
+    p = sub.add_parser("lti", help="register the service with an LMS as an LTI 1.3 tool (Canvas, Moodle)")
+    p.add_argument("action", choices=["register"], help="register: print what to paste into the LMS; with the"
+                                                          " platform's values, add it to the course's lti.toml")
+    p.add_argument("--url", required=True, help="the service's public address (https://...), as students reach it")
+    p.add_argument("--issuer", help="the platform's issuer (Canvas: https://canvas.instructure.com)")
+    p.add_argument("--client-id", help="the client id the LMS gave this tool")
+    p.add_argument("--deployment", nargs="+", metavar="ID", help="the deployment id(s) of the tool in the LMS")
+    p.add_argument("--login-url", help="the platform's OIDC authorization endpoint"
+                                       " (Canvas: https://sso.canvaslms.com/api/lti/authorize_redirect)")
+    p.add_argument("--keys-url", help="the platform's public keyset"
+                                      " (Canvas: https://sso.canvaslms.com/api/lti/security/jwks)")
+    p.set_defaults(func=cmd_lti)
     p = sub.add_parser("prune", help="delete the service's stored uploads of attempts that no longer count")
     p.add_argument("assignment")
     p.add_argument("--older-than", type=float, default=0.0, metavar="DAYS",

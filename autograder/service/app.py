@@ -29,7 +29,8 @@ from autograder.outputs.feedback import _css, inline_code, layout_of
 from autograder.record import cell_in_words
 from autograder.record import read_result
 from autograder.service.guard import BodyLimit, RateLimit, TooLarge, csrf_ok, csrf_token
-from autograder.service.store import ERROR, GRADED, REPLACED, STUDENT, TA
+from autograder.service.lti import Lti, LtiRefused
+from autograder.service.store import COURSE, ERROR, GRADED, REPLACED, STUDENT, TA
 from autograder.service.submit import Refused, take, when
 from autograder.service.views import Visibility, student_view
 
@@ -70,6 +71,8 @@ class Web:
         self.rates = RateLimit()
         self.env = environment()
         self.regrading = {}  # assignment -> what the last regrade said
+        # LTI 1.3 (lti.py): the platforms of the course's lti.toml, the tool's key
+        self.lti = Lti(service.course.root, service.root, service.store, self.assignments)
 
     # -- who is asking -------------------------------------------------------------------------
     def _who(self, request, api):
@@ -394,6 +397,48 @@ class Web:
         except Exception as error:  # noqa: BLE001 (said on the TA's page)
             self.regrading[assignment.name] = f"failed: {type(error).__name__}: {error}"
 
+    # -- LTI 1.3: signed in by the course's LMS (lti.py) ------------------------------------
+    async def lti_login(self, request):
+        """The platform's login initiation: back to it with a one-time state and nonce."""
+        source = request.query_params if request.method == "GET" else await request.form(max_files=0, max_fields=20)
+        params = {key: str(value) for key, value in source.items()}
+        try:
+            return RedirectResponse(await run_in_threadpool(self.lti.login, params), 302)
+        except LtiRefused as refusal:
+            await self._lti_refused(request, refusal, params.get("iss", ""))
+
+    async def lti_launch(self, request):
+        """The platform's signed launch: checked whole (lti.py), then signed in, as the token login does."""
+        form = await request.form(max_files=0, max_fields=20)
+        try:
+            launch = await run_in_threadpool(self.lti.launch, {key: str(value) for key, value in form.items()})
+        except LtiRefused as refusal:
+            await self._lti_refused(request, refusal)
+        role = TA if launch.role == "ta" else STUDENT
+        token = await run_in_threadpool(self.service.store.issue, launch.student_id, launch.assignment or COURSE, role)
+        await run_in_threadpool(self.service.store.lti_record, "accepted", launch.issuer, launch.student_id,
+                                f"{role} for {launch.assignment or 'every assignment'}")
+        target = f"/{'ta' if role == TA else 'assignments'}/{launch.assignment}" if launch.assignment else "/"
+        # The launch is a cross-site POST: a strict cookie set now is sent only with a navigation this
+        # site starts, so this page starts it (a redirect would still count as the LMS's navigation).
+        response = HTMLResponse(f'<!doctype html><meta http-equiv="refresh" content="0;url={target}">'
+                                f'<title>Signed in</title><p>Signed in. <a href="{target}">Continue</a></p>')
+        response.set_cookie(COOKIE, token, httponly=True, samesite="strict", secure=self.secure,
+                            max_age=180 * 24 * 3600)
+        return response
+
+    async def _lti_refused(self, request, refusal, issuer=""):
+        """Record a refused login or launch for the TA, then refuse it (nobody is signed in)."""
+        await run_in_threadpool(self.service.store.lti_record, "refused", issuer, "", refusal.why)
+        self._within(f"ip:{_address(request)}", 30)
+        raise Refused(401, refusal.student)
+
+    async def lti_jwks(self, request):
+        """The tool's public key, for the platforms (where they ask for this tool's JWKS URL)."""
+        if self.lti.key is None:
+            raise Refused(404, "This service has no LTI platforms: register one in the course's lti.toml.")
+        return JSONResponse(self.lti.key.jwks())
+
     async def health(self, request):
         return JSONResponse({"ok": True, "assignments": sorted(self.assignments)})
 
@@ -460,6 +505,9 @@ ROUTES = [
     ("/openapi.json", "openapi", ["GET"], "anyone"),
     ("/client.py", "client", ["GET"], "anyone"),
     ("/healthz", "health", ["GET"], "anyone"),
+    ("/lti/login", "lti_login", ["GET", "POST"], "anyone"),
+    ("/lti/launch", "lti_launch", ["POST"], "anyone"),
+    ("/.well-known/jwks.json", "lti_jwks", ["GET"], "anyone"),
 ]
 
 
@@ -475,8 +523,9 @@ def make_app(service, secure_cookies=False):
             return limits.get(name, min(limits.values(), default=1 << 20))
         return 64 * 1024  # a login or a regrade: a form of a few fields
 
+    unlisted = ("openapi", "client", "health", "lti_login", "lti_launch", "lti_jwks")  # not the students' API
     routes = [Route(path, getattr(web, handler), methods=methods, name=handler,
-                    include_in_schema=handler not in ("openapi", "client", "health"))
+                    include_in_schema=handler not in unlisted)
               for path, handler, methods, _ in ROUTES]
     app = Starlette(routes=routes, middleware=[Middleware(BodyLimit, limit_of=limit_of)],
                     exception_handlers={Refused: answer_refused, Exception: _server_error})

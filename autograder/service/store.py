@@ -47,6 +47,28 @@ CREATE TABLE IF NOT EXISTS submissions (
 );
 CREATE INDEX IF NOT EXISTS by_student ON submissions (assignment, student_id);
 CREATE INDEX IF NOT EXISTS by_status ON submissions (status);
+CREATE TABLE IF NOT EXISTS lti_states (
+    state TEXT PRIMARY KEY,
+    nonce TEXT UNIQUE NOT NULL,
+    issuer TEXT NOT NULL,
+    client_id TEXT NOT NULL,
+    created REAL NOT NULL,
+    used INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS lti_people (
+    issuer TEXT NOT NULL,
+    subject TEXT NOT NULL,
+    student_id TEXT NOT NULL,
+    PRIMARY KEY (issuer, subject)
+);
+CREATE TABLE IF NOT EXISTS lti_launches (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    at TEXT NOT NULL,
+    outcome TEXT NOT NULL,
+    issuer TEXT NOT NULL DEFAULT '',
+    student_id TEXT NOT NULL DEFAULT '',
+    detail TEXT NOT NULL DEFAULT ''
+);
 """
 QUEUED, RUNNING, GRADED, ERROR = "queued", "running", "graded", "error"
 COURSE = "*"  # a token's assignment when it is for every assignment the service grades
@@ -166,6 +188,41 @@ class Store:
             return None
         row = rows[0]
         return Who(row["student_id"], row["role"], row["assignment"], row["id"])
+
+    # -- LTI launches (lti.py) ------------------------------------------------------------------
+    def lti_new_state(self, state, nonce, issuer, client_id, created):
+        with self.write() as db:
+            db.execute("DELETE FROM lti_states WHERE created < ?", (created - 86400,))  # spent or abandoned
+            db.execute("INSERT INTO lti_states (state, nonce, issuer, client_id, created) VALUES (?, ?, ?, ?, ?)",
+                       (state, nonce, issuer, client_id, created))
+
+    def lti_take_state(self, state, not_before):
+        """The login `state` made (its nonce, issuer, client id), spent now; None when it is unknown,
+        spent already or made before `not_before`."""
+        with self.write() as db:
+            row = db.execute("SELECT * FROM lti_states WHERE state = ?", (str(state)[:200],)).fetchone()
+            if row is None or row["used"]:
+                return None
+            db.execute("UPDATE lti_states SET used = 1 WHERE state = ?", (row["state"],))
+        return dict(row) if row["created"] >= not_before else None
+
+    def lti_person(self, issuer, subject, student_id):
+        """The student id the LMS's person (issuer, subject) is graded as: the first one seen for them,
+        kept, so a changed SIS id never splits one student's results in two."""
+        with self.write() as db:
+            db.execute("INSERT OR IGNORE INTO lti_people (issuer, subject, student_id) VALUES (?, ?, ?)",
+                       (issuer, subject, student_id))
+            return db.execute("SELECT student_id FROM lti_people WHERE issuer = ? AND subject = ?",
+                              (issuer, subject)).fetchone()["student_id"]
+
+    def lti_record(self, outcome, issuer="", student_id="", detail=""):
+        """One launch, "accepted" or "refused" (with why), for the TA."""
+        with self.write() as db:
+            db.execute("INSERT INTO lti_launches (at, outcome, issuer, student_id, detail) VALUES (?, ?, ?, ?, ?)",
+                       (stamp(), outcome, issuer[:300], student_id[:200], detail[:1000]))
+
+    def lti_launches(self):
+        return self.read("SELECT * FROM lti_launches ORDER BY seq")
 
     # -- submissions ---------------------------------------------------------------------------
     def add(self, submission_id, assignment, student_id, received_at, sha256, path):

@@ -1,0 +1,319 @@
+"""LTI 1.3 launches (service/lti.py) from a third-party platform: `lti1p3platform` from PyPI acts
+as the LMS. It makes the login initiation and signs the launch with its own key, served as a
+JWKS on 127.0.0.1; a real `autograder serve` is the tool. Every bad launch must be refused,
+recorded as refused, and sign nobody in."""
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qsl, urlencode, urlsplit
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+# the LMS: a third-party platform, installed by the [test] extra (never skipped: these are security tests)
+from lti1p3platform.ltiplatform import LTI1P3PlatformConfAbstract
+from lti1p3platform.message_launch import MessageLaunchAbstract
+from lti1p3platform.oidc_login import OIDCLoginAbstract
+from lti1p3platform.registration import Registration
+
+from autograder.service.lti import ToolKey, read_platforms
+from autograder.service.store import Store
+
+from helpers import ASSIGNMENT, cli, new_course
+from service_helpers import request, serve
+
+
+ISSUER, CLIENT, DEPLOYMENT = "https://lms.example.edu", "tool-client-1", "deployment-1"
+LEARNER = "http://purl.imsglobal.org/vocab/lis/v2/membership#Learner"
+INSTRUCTOR = "http://purl.imsglobal.org/vocab/lis/v2/membership#Instructor"
+
+
+def key_pair():
+    private = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = private.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                serialization.NoEncryption()).decode()
+    public = private.public_key().public_bytes(serialization.Encoding.PEM,
+                                               serialization.PublicFormat.SubjectPublicKeyInfo).decode()
+    return pem, public
+
+
+class KeyServer:
+    """The platform's JWKS on 127.0.0.1 (what Canvas serves at /api/lti/security/jwks)."""
+
+    def __init__(self):
+        self.jwks, self.fetches = {"keys": []}, 0
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):
+                owner.fetches += 1
+                body = json.dumps(owner.jwks).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class Lms(LTI1P3PlatformConfAbstract):
+    """The platform: its registration of the tool, and its key pair."""
+
+    def init_platform_config(self, tool, private, public, issuer=ISSUER, deployment=DEPLOYMENT):
+        self._registration = (Registration().set_iss(issuer).set_client_id(CLIENT).set_deployment_id(deployment)
+                              .set_launch_url(f"{tool}/lti/launch").set_oidc_login_url(f"{tool}/lti/login")
+                              .set_tool_key_set_url(f"{tool}/.well-known/jwks.json")
+                              .set_platform_public_key(public).set_platform_private_key(private))
+
+    def get_registration_by_params(self, **kwargs):
+        return self._registration
+
+
+class Login(OIDCLoginAbstract):
+    def set_lti_message_hint(self, **kwargs):
+        self._lti_message_hint = "link-1"
+
+    def get_redirect(self, url):
+        return url
+
+
+class Launch(MessageLaunchAbstract):
+    """The platform's launch, made from the tool's authorization request (the preflight)."""
+
+    def __init__(self, platform, preflight):
+        super().__init__(None, platform)
+        self.preflight = preflight
+        self._registration = platform.get_registration()
+        self.validate_preflight_response(preflight)  # the platform's own checks of the tool's request
+
+    def get_preflight_response(self):
+        return self.preflight
+
+    def render_launch_form(self, launch_data, **kwargs):
+        return launch_data
+
+
+@pytest.fixture(scope="module")
+def lms(tmp_path_factory):
+    """A course served with lti.toml naming the platform, the platform's keys served, and the platform."""
+    folder = tmp_path_factory.mktemp("lti")
+    keys = KeyServer()
+    private, public = key_pair()
+    course = new_course(folder)
+    assert cli("release", ASSIGNMENT, "--course", course).returncode == 0
+    (course / "lti.toml").write_text(
+        f'[[platform]]\nissuer = "{ISSUER}"\nclient_id = "{CLIENT}"\ndeployment_ids = ["{DEPLOYMENT}"]\n'
+        f'login_url = "{keys.url}/authorize"\nkeys_url = "{keys.url}/jwks"\n')
+    served = serve(course, ASSIGNMENT)
+    platform = Lms(tool=served.base, private=private, public=public)
+    keys.jwks = platform.get_jwks()
+    try:
+        yield served, platform, keys, (private, public)
+    finally:
+        served.stop()
+        keys.close()
+
+
+def authorize(served, platform, user="ada-sub"):
+    """The platform's login initiation, followed to the tool: the tool's authorization request."""
+    login = Login(None, platform)
+    login.set_lti_message_hint()
+    status, _, headers = request(login.prepare_preflight_url(user))
+    assert status == 302, (status, headers)
+    return dict(parse_qsl(urlsplit(headers["location"]).query))
+
+
+def launch(served, platform, user="ada-sub", roles=(LEARNER,), custom=None, claims=None, preflight=None,
+           sourcedid="ada"):
+    """A whole launch: (status, body, headers) of the POST of the platform's signed id_token."""
+    preflight = preflight or authorize(served, platform, user)
+    message = Launch(platform, preflight)
+    message.set_user_data(user, list(roles), full_name="Ada L")
+    message.set_resource_link_claim("link-1", title="Causal attention")
+    message.set_custom_parameters_claim({"assignment": ASSIGNMENT} if custom is None else custom)
+    extra = {"https://purl.imsglobal.org/spec/lti/claim/lis": {"person_sourcedid": sourcedid}}
+    message.set_extra_claims({**extra, **(claims or {})})
+    data = message.generate_launch_request()
+    return request(f"{served.base}/lti/launch", data=urlencode(data).encode(),
+                   content_type="application/x-www-form-urlencoded")
+
+
+def cookie_of(headers):
+    return headers["set-cookie"].split(";", 1)[0]
+
+
+def launches(served):
+    return Store(served.course / "service" / "service.db").lti_launches()
+
+
+def test_a_learner_launched_from_the_lms_lands_on_their_assignment_signed_in(lms):
+    served, platform, _, _ = lms
+    preflight = authorize(served, platform)
+    assert preflight["client_id"] == CLIENT and preflight["redirect_uri"] == f"{served.base}/lti/launch"
+    assert preflight["response_mode"] == "form_post" and preflight["lti_message_hint"] == "link-1"
+    status, page, headers = launch(served, platform, preflight=preflight)
+    assert status == 200 and f"/assignments/{ASSIGNMENT}" in page
+    status, text, _ = request(f"{served.base}/assignments/{ASSIGNMENT}", cookie=cookie_of(headers))
+    assert status == 200 and "ada" in text  # graded as the LMS's SIS id for her
+    assert launches(served)[-1]["outcome"] == "accepted" and launches(served)[-1]["student_id"] == "ada"
+
+
+def test_an_instructor_is_a_ta(lms):
+    served, platform, _, _ = lms
+    status, page, headers = launch(served, platform, user="tim-sub", roles=(INSTRUCTOR,), sourcedid="tim")
+    assert status == 200 and f"/ta/{ASSIGNMENT}" in page
+    status, _, _ = request(f"{served.base}/ta/{ASSIGNMENT}", cookie=cookie_of(headers))
+    assert status == 200
+
+
+def test_the_tool_serves_its_public_key_and_keeps_it(lms):
+    served, _, _, _ = lms
+    status, first, _ = request(f"{served.base}/.well-known/jwks.json")
+    assert status == 200 and first["keys"][0]["kty"] == "RSA" and first["keys"][0]["alg"] == "RS256"
+    assert "d" not in first["keys"][0]  # never the private part
+    assert request(f"{served.base}/.well-known/jwks.json")[1] == first
+    assert (served.course / "service" / "lti-key.pem").stat().st_mode & 0o077 == 0
+
+
+def tokens(served):
+    return Store(served.course / "service" / "service.db").read("SELECT COUNT(*) AS n FROM tokens")[0]["n"]
+
+
+def refused(served, answer, before):
+    """The launch was refused with a page, signed nobody in, and is recorded as refused. `before`:
+    (launches recorded, tokens issued) before it."""
+    status, page, headers = answer
+    assert status == 401 and "set-cookie" not in headers, (status, headers)
+    assert tokens(served) == before[1]  # no token issued for anyone
+    assert "not signed in" in page or "expired" in page or "tell your TA" in page
+    assert "Traceback" not in page
+    records = launches(served)[before[0]:]
+    assert [r["outcome"] for r in records] == ["refused"], records
+    return records[0]["detail"]
+
+
+@pytest.mark.parametrize("case", ["bad signature", "unknown key", "replayed", "expired", "wrong audience", "unknown deployment",
+                                  "wrong nonce", "a student role nobody knows"])
+def test_a_bad_launch_is_refused_recorded_and_signs_nobody_in(lms, case):
+    served, platform, _, (private, public) = lms
+    before = len(launches(served)), tokens(served)
+    if case == "bad signature":  # signed by another key, under the platform's own key id
+        other, other_public = key_pair()
+        forger = Lms(tool=served.base, private=other, public=other_public)
+        forger.get_registration().get_kid = platform.get_registration().get_kid
+        why = refused(served, launch(served, forger, preflight=authorize(served, platform)), before)
+        assert "InvalidSignatureError" in why
+    elif case == "unknown key":  # signed by a key the platform does not publish
+        other, other_public = key_pair()
+        forger = Lms(tool=served.base, private=other, public=other_public)
+        why = refused(served, launch(served, forger, preflight=authorize(served, platform)), before)
+        assert "Unable to find a signing key" in why
+    elif case == "replayed":
+        preflight = authorize(served, platform)
+        message = Launch(platform, preflight)
+        message.set_user_data("ada-sub", [LEARNER])
+        data = urlencode(message.generate_launch_request()).encode()
+        url = f"{served.base}/lti/launch"
+        assert request(url, data=data, content_type="application/x-www-form-urlencoded")[0] == 200
+        before = len(launches(served)), tokens(served)
+        why = refused(served, request(url, data=data, content_type="application/x-www-form-urlencoded"), before)
+        assert "already used" in why
+    elif case == "expired":
+        preflight = authorize(served, platform)
+        message = Launch(platform, preflight)
+        message.set_user_data("ada-sub", [LEARNER])
+        message.set_id_token_expiration(-3600)  # expired an hour ago (beyond the minute of leeway)
+        data = urlencode(message.generate_launch_request()).encode()
+        why = refused(served, request(f"{served.base}/lti/launch", data=data,
+                                      content_type="application/x-www-form-urlencoded"), before)
+        assert "ExpiredSignature" in why
+    elif case == "wrong audience":
+        why = refused(served, launch(served, platform, claims={"aud": "another-tool", "azp": "another-tool"}), before)
+        assert "InvalidAudience" in why
+    elif case == "unknown deployment":
+        stranger = Lms(tool=served.base, private=private, public=public, deployment="deployment-9")
+        why = refused(served, launch(served, stranger, preflight=authorize(served, platform)), before)
+        assert "unknown deployment" in why
+    elif case == "wrong nonce":
+        preflight = {**authorize(served, platform), "nonce": "not-the-one-it-made"}
+        why = refused(served, launch(served, platform, preflight=preflight), before)
+        assert "nonce" in why
+    else:
+        why = refused(served, launch(served, platform, roles=("http://example.org/role#Visitor",)), before)
+        assert "neither a learner's nor an instructor's" in why
+
+
+def test_a_login_from_an_unregistered_platform_is_refused(lms):
+    served, _, _, _ = lms
+    before = len(launches(served))
+    query = urlencode({"iss": "https://unknown.example", "login_hint": "x", "target_link_uri": f"{served.base}/lti/launch"})
+    status, page, headers = request(f"{served.base}/lti/login?{query}")
+    assert status == 401 and "location" not in headers and "Traceback" not in page
+    assert launches(served)[before]["outcome"] == "refused"
+
+
+@pytest.mark.slow  # (it waits out the refresh cooldown)
+def test_the_platforms_new_key_is_fetched_when_it_rotates(lms):
+    from autograder.service.lti import KEY_REFRESH_SECONDS
+
+    served, platform, keys, _ = lms
+    time.sleep(KEY_REFRESH_SECONDS)  # (a forged key id above made it fetch the keys just now)
+    new_private, new_public = key_pair()
+    rotated = Lms(tool=served.base, private=new_private, public=new_public)
+    keys.jwks = {"keys": [*platform.get_jwks()["keys"], *rotated.get_jwks()["keys"]]}  # both, during the change
+    fetched = keys.fetches
+    status, _, _ = launch(served, rotated, preflight=authorize(served, platform))
+    assert status == 200 and keys.fetches > fetched  # a kid it did not know: the JWKS was fetched again
+
+
+def test_a_launch_left_open_past_ten_minutes_is_refused(lms, monkeypatch):
+    from autograder.service import lti
+
+    store = Store(lms[0].course / "service" / "service.db")
+    store.lti_new_state("old-state", "old-nonce", ISSUER, CLIENT, time.time() - lti.STATE_SECONDS - 5)
+    assert store.lti_take_state("old-state", time.time() - lti.STATE_SECONDS) is None
+    assert store.lti_take_state("old-state", 0) is None  # and spent: never tried twice
+
+
+def test_lti_register_prints_the_tools_addresses_and_key_and_adds_the_platform(tmp_path):
+    course = new_course(tmp_path)
+    done = cli("lti", "register", "--url", "https://grader.example.edu", "--course", course)
+    assert done.returncode == 0, done.stdout + done.stderr
+    canvas = json.loads(done.stdout[done.stdout.index("{"):done.stdout.index("\nMoodle")])
+    assert canvas["oidc_initiation_url"] == "https://grader.example.edu/lti/login"
+    assert canvas["target_link_uri"] == "https://grader.example.edu/lti/launch"
+    assert canvas["public_jwk"]["kid"] == ToolKey(course / "service").kid  # the key the service will sign with
+    assert "Initiate login URL: https://grader.example.edu/lti/login" in done.stdout
+    values = ["--issuer", ISSUER, "--client-id", CLIENT, "--deployment", DEPLOYMENT, "--login-url",
+              "https://lms.example.edu/authorize", "--keys-url", "https://lms.example.edu/jwks"]
+    done = cli("lti", "register", "--url", "https://grader.example.edu", "--course", course, *values)
+    assert done.returncode == 0 and [(p.issuer, p.deployment_ids) for p in read_platforms(course)] == [
+        (ISSUER, (DEPLOYMENT,))]
+    again = cli("lti", "register", "--url", "https://grader.example.edu", "--course", course, *values)
+    assert again.returncode == 2 and "already has the platform" in again.stdout and "Traceback" not in again.stderr
+    half = cli("lti", "register", "--url", "https://grader.example.edu", "--course", course, "--issuer", ISSUER)
+    assert half.returncode == 2 and "five values together" in " ".join(half.stdout.split())
+
+
+def test_a_link_names_its_assignment_by_custom_parameter_or_by_its_signed_address():
+    from autograder.service.lti import CLAIM, assignment_of, role_of, student_id_of
+
+    target = CLAIM + "target_link_uri"
+    assert assignment_of({CLAIM + "custom": {"assignment": "self_attention"},
+                          target: "https://g/lti/launch?assignment=causal_attention"}) == "self_attention"
+    assert assignment_of({target: "https://g/lti/launch?assignment=causal_attention"}) == "causal_attention"
+    assert assignment_of({target: "https://g/lti/launch"}) == ""
+    assert role_of(["http://purl.imsglobal.org/vocab/lis/v2/membership/Instructor#TeachingAssistant"]) == "ta"
+    assert role_of([LEARNER, INSTRUCTOR]) == "ta"
+    assert student_id_of({"sub": "a/b c"}).startswith("lti-")  # never a path or a space in a student id
