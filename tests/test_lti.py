@@ -12,6 +12,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 # the LMS: a third-party platform, installed by the [test] extra (never skipped: these are security tests)
+from lti1p3platform.ags import LtiAgs
 from lti1p3platform.ltiplatform import LTI1P3PlatformConfAbstract
 from lti1p3platform.message_launch import MessageLaunchAbstract
 from lti1p3platform.oidc_login import OIDCLoginAbstract
@@ -20,11 +21,12 @@ from lti1p3platform.registration import Registration
 from autograder.service.lti import ToolKey, read_platforms
 from autograder.service.store import Store
 
-from helpers import ASSIGNMENT, cli, new_course
-from service_helpers import request, serve
+from helpers import ASSIGNMENT, cli, example, new_course
+from service_helpers import notebook_bytes, request, serve, submit, wait_graded
 
 
 ISSUER, CLIENT, DEPLOYMENT = "https://lms.example.edu", "tool-client-1", "deployment-1"
+SCORE = "https://purl.imsglobal.org/spec/lti-ags/scope/score"
 LEARNER = "http://purl.imsglobal.org/vocab/lis/v2/membership#Learner"
 INSTRUCTOR = "http://purl.imsglobal.org/vocab/lis/v2/membership#Instructor"
 
@@ -39,21 +41,43 @@ def key_pair():
 
 
 class KeyServer:
-    """The platform's JWKS on 127.0.0.1 (what Canvas serves at /api/lti/security/jwks)."""
+    """The platform's web side on 127.0.0.1: its JWKS (what Canvas serves at /api/lti/security/jwks),
+    its OAuth 2 token endpoint and its line items' score endpoints (AGS), each through the
+    platform library's own checks. `down`: every token and score request answers 503."""
 
     def __init__(self):
-        self.jwks, self.fetches = {"keys": []}, 0
+        self.jwks, self.fetches, self.platform, self.down = {"keys": []}, 0, None, False
+        self.scores = []  # (line item path, score JSON) the platform accepted
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_GET(self):
-                owner.fetches += 1
-                body = json.dumps(owner.jwks).encode()
-                self.send_response(200)
+            def answer(self, status, reply):
+                body = json.dumps(reply).encode()
+                self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)
+
+            def do_GET(self):
+                owner.fetches += 1
+                self.answer(200, owner.jwks)
+
+            def do_POST(self):
+                data = self.rfile.read(int(self.headers.get("Content-Length", 0))).decode()
+                if owner.down:
+                    return self.answer(503, {"error": "down for maintenance"})
+                try:
+                    if self.path == "/token":  # the tool's signed assertion, checked against the tool's JWKS
+                        return self.answer(200, owner.platform.get_access_token(dict(parse_qsl(data))))
+                    auth = self.headers.get("Authorization", "").removeprefix("Bearer ")
+                    if not owner.platform.validate_token(auth, [SCORE]) or not self.path.split("?")[0].endswith(
+                            "/scores") or self.headers.get("Content-Type") != "application/vnd.ims.lis.v1.score+json":
+                        return self.answer(403, {"error": "not allowed"})
+                    owner.scores.append((self.path, json.loads(data)))
+                    return self.answer(200, {})
+                except Exception as error:  # noqa: BLE001 (the platform refused it)
+                    return self.answer(401, {"error": str(error)})
 
             def log_message(self, *args):
                 pass
@@ -114,10 +138,10 @@ def lms(tmp_path_factory):
     assert cli("release", ASSIGNMENT, "--course", course).returncode == 0
     (course / "lti.toml").write_text(
         f'[[platform]]\nissuer = "{ISSUER}"\nclient_id = "{CLIENT}"\ndeployment_ids = ["{DEPLOYMENT}"]\n'
-        f'login_url = "{keys.url}/authorize"\nkeys_url = "{keys.url}/jwks"\n')
+        f'login_url = "{keys.url}/authorize"\nkeys_url = "{keys.url}/jwks"\ntoken_url = "{keys.url}/token"\n')
     served = serve(course, ASSIGNMENT)
     platform = Lms(tool=served.base, private=private, public=public)
-    keys.jwks = platform.get_jwks()
+    keys.jwks, keys.platform = platform.get_jwks(), platform
     try:
         yield served, platform, keys, (private, public)
     finally:
@@ -135,7 +159,7 @@ def authorize(served, platform, user="ada-sub"):
 
 
 def launch(served, platform, user="ada-sub", roles=(LEARNER,), custom=None, claims=None, preflight=None,
-           sourcedid="ada"):
+           sourcedid="ada", lineitem=None):
     """A whole launch: (status, body, headers) of the POST of the platform's signed id_token."""
     preflight = preflight or authorize(served, platform, user)
     message = Launch(platform, preflight)
@@ -143,6 +167,8 @@ def launch(served, platform, user="ada-sub", roles=(LEARNER,), custom=None, clai
     message.set_resource_link_claim("link-1", title="Causal attention")
     message.set_custom_parameters_claim({"assignment": ASSIGNMENT} if custom is None else custom)
     extra = {"https://purl.imsglobal.org/spec/lti/claim/lis": {"person_sourcedid": sourcedid}}
+    if lineitem:  # the link's gradebook column, as Canvas sends it for an assignment
+        extra.update(LtiAgs(lineitems_url=lineitem.rsplit("/", 1)[0], lineitem_url=lineitem).get_lti_ags_launch_claim())
     message.set_extra_claims({**extra, **(claims or {})})
     data = message.generate_launch_request()
     return request(f"{served.base}/lti/launch", data=urlencode(data).encode(),
@@ -317,3 +343,44 @@ def test_a_link_names_its_assignment_by_custom_parameter_or_by_its_signed_addres
     assert role_of(["http://purl.imsglobal.org/vocab/lis/v2/membership/Instructor#TeachingAssistant"]) == "ta"
     assert role_of([LEARNER, INSTRUCTOR]) == "ta"
     assert student_id_of({"sub": "a/b c"}).startswith("lti-")  # never a path or a space in a student id
+
+
+def scores_for(keys, user, count, timeout=60):
+    """The scores the platform accepted for `user`, once there are `count` of them (bounded in time)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = [score for _, score in keys.scores if score["userId"] == user]
+        if len(found) >= count or time.monotonic() > deadline:
+            return found
+        time.sleep(0.2)
+
+
+def test_a_counted_score_reaches_the_lms_column_and_waits_out_an_lms_that_is_down(lms):
+    served, platform, keys, _ = lms
+    column = f"{keys.url}/api/lti/courses/1/line_items/7?include=results"
+    status, _, headers = launch(served, platform, user="cy-sub", sourcedid="cy", lineitem=column)
+    assert status == 200
+    served.tokens["cy"] = cookie_of(headers).split("=", 1)[1]  # the sign-in cookie is the student's token
+    status, answer = submit(served, "cy", notebook_bytes(example("ada")))
+    assert status == 202, answer
+    graded = wait_graded(served, "cy", answer["id"])
+    sent = scores_for(keys, "cy-sub", 1)
+    assert len(sent) == 1 and sent[0]["scoreGiven"] == pytest.approx(graded["score"])
+    assert sent[0]["scoreMaximum"] > 0 and sent[0]["gradingProgress"] == "FullyGraded"
+    assert keys.scores[-1][0] == "/api/lti/courses/1/line_items/7/scores?include=results"
+    store = Store(served.course / "service" / "service.db")
+    assert store.lti_backlog(ASSIGNMENT) == []
+    keys.down = True  # the LMS is down: grading goes on, the score waits
+    status, answer = submit(served, "cy", notebook_bytes(example("cy")))
+    assert status == 202, answer
+    regraded = wait_graded(served, "cy", answer["id"])
+    deadline = time.monotonic() + 30
+    while not store.lti_backlog(ASSIGNMENT) or not store.lti_backlog(ASSIGNMENT)[0]["error"]:
+        assert time.monotonic() < deadline, "the failed score was not kept"
+        time.sleep(0.2)
+    backlog = store.lti_backlog(ASSIGNMENT)
+    assert [row["student_id"] for row in backlog] == ["cy"] and "503" in backlog[0]["error"]
+    keys.down = False
+    sent = scores_for(keys, "cy-sub", 2, timeout=60)  # tried again after its pause
+    assert len(sent) == 2 and sent[1]["scoreGiven"] == pytest.approx(regraded["score"])
+    assert store.lti_backlog(ASSIGNMENT) == []

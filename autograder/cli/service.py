@@ -160,7 +160,8 @@ def cmd_lti(args):
     if all(given):  # the LMS has the tool now: the tool learns the LMS
         try:
             path = lti.add_platform(course.root, lti.Platform(args.issuer, args.client_id, args.login_url,
-                                                              args.keys_url, tuple(args.deployment)))
+                                                              args.keys_url, tuple(args.deployment),
+                                                              args.token_url or ""))
         except ValueError as error:
             raise CourseError(str(error)) from None
         console.print(f"added the platform {shown(args.issuer)} (client id {shown(args.client_id)}) to {path};"
@@ -254,6 +255,8 @@ def add_commands(sub):
                                        " (Canvas: https://sso.canvaslms.com/api/lti/authorize_redirect)")
     p.add_argument("--keys-url", help="the platform's public keyset"
                                       " (Canvas: https://sso.canvaslms.com/api/lti/security/jwks)")
+    p.add_argument("--token-url", help="the platform's OAuth 2 token endpoint, for sending grades back"
+                                       " (Canvas: https://sso.canvaslms.com/login/oauth2/token)")
     p.set_defaults(func=cmd_lti)
     p = sub.add_parser("prune", help="delete the service's stored uploads of attempts that no longer count")
     p.add_argument("assignment")

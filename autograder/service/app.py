@@ -29,7 +29,7 @@ from autograder.outputs.feedback import _css, inline_code, layout_of
 from autograder.record import cell_in_words
 from autograder.record import read_result
 from autograder.service.guard import BodyLimit, RateLimit, TooLarge, csrf_ok, csrf_token
-from autograder.service.lti import Lti, LtiRefused
+from autograder.service.lti import LtiRefused
 from autograder.service.store import COURSE, ERROR, GRADED, REPLACED, STUDENT, TA
 from autograder.service.submit import Refused, take, when
 from autograder.service.views import Visibility, student_view
@@ -71,8 +71,7 @@ class Web:
         self.rates = RateLimit()
         self.env = environment()
         self.regrading = {}  # assignment -> what the last regrade said
-        # LTI 1.3 (lti.py): the platforms of the course's lti.toml, the tool's key
-        self.lti = Lti(service.course.root, service.root, service.store, self.assignments)
+        self.lti = service.lti  # LTI 1.3 (lti.py): the platforms of the course's lti.toml, the tool's key
 
     # -- who is asking -------------------------------------------------------------------------
     def _who(self, request, api):

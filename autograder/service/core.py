@@ -7,6 +7,8 @@ from pathlib import Path
 from autograder.course import write_atomically
 from autograder.service.counting import Counting
 from autograder.service.engine import Lane, Recorder
+from autograder.service.lti import Lti
+from autograder.service.passback import Sender
 from autograder.service.store import Store
 
 
@@ -20,6 +22,9 @@ class Service:
         self.store = Store(self.root / "service.db")
         self.secret = _secret(self.root / "secret")
         self.roster = roster
+        # LTI 1.3 (lti.py): the course's platforms and the tool's key; scores go back by a thread of their own
+        self.lti = Lti(course.root, self.root, self.store, [a.name for a in self.assignments])
+        self.passback = Sender(self.store, self.lti) if self.lti.platforms else None
         per_lane = max(1, int(jobs) // max(1, len(self.assignments)))
         self.lanes = {a.name: Lane(self, a, per_lane, isolation) for a in self.assignments}
         self.recorder = Recorder(self)
@@ -28,6 +33,8 @@ class Service:
         self.locks_lock = threading.Lock()
 
     def start(self):
+        if self.passback is not None:
+            self.passback.start()
         self.counting.start()
         self.recorder.start()
         for lane in self.lanes.values():
@@ -61,6 +68,8 @@ class Service:
             lane.close()
         self.recorder.close()
         self.counting.close()  # after the recorder: the last results are in grades.csv and the report
+        if self.passback is not None:
+            self.passback.stop()  # what is not sent yet stays queued in the database for the next start
 
 
 def _secret(path):

@@ -32,6 +32,7 @@ from autograder.outputs.gradebook import Gradebook
 from autograder.record import read_result
 from autograder.runs.late import LateWork, assignment_policy, extensions
 from autograder.runs.recording import Recorder, graded_folder, read_release, read_source, standard_outputs
+from autograder.service.passback import LtiScores
 from autograder.service.store import GRADED as ROW_GRADED
 
 # How long a quiet-time finish waits for a gradebook another process holds locked; the next
@@ -173,6 +174,9 @@ class Counting:
     def __init__(self, service, roster=None):
         self.service = service
         self.records = {a.name: AssignmentRecord(a, roster, service.root / "counted") for a in service.assignments}
+        if service.passback is not None:  # each counted score also goes to the LMS columns it was launched from
+            for record in self.records.values():
+                record.recorder.outputs.append(LtiScores(service.store, service.passback))
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self._flushing, name="report", daemon=True)
 

@@ -41,6 +41,7 @@ KEY_REFRESH_SECONDS = 5
 VERSION = "1.3.0"
 CLAIM = "https://purl.imsglobal.org/spec/lti/claim/"
 RESOURCE_LINK = "LtiResourceLinkRequest"
+SCORE_SCOPE = "https://purl.imsglobal.org/spec/lti-ags/scope/score"
 ROLES = "http://purl.imsglobal.org/vocab/lis/v2/"
 TA_ROLES = ("membership#Instructor", "membership#TeachingAssistant", "membership#ContentDeveloper",
             "membership/Instructor#TeachingAssistant", "institution/person#Administrator",
@@ -69,6 +70,7 @@ class Platform:
     login_url: str  # the platform's OIDC authorization endpoint (Canvas: .../api/lti/authorize_redirect)
     keys_url: str  # the platform's JWKS
     deployment_ids: tuple = ()
+    token_url: str = ""  # the platform's OAuth 2 token endpoint, for sending scores (passback.py)
     jwks: object = field(default=None, repr=False, compare=False)
 
     def signing_key(self, token):
@@ -96,7 +98,8 @@ def read_platforms(course_root):
         if missing:
             raise ValueError(f"{path}: platform {index + 1} lacks {', '.join(missing)}")
         found.append(Platform(str(entry["issuer"]), str(entry["client_id"]), str(entry["login_url"]),
-                              str(entry["keys_url"]), tuple(str(d) for d in entry["deployment_ids"])))
+                              str(entry["keys_url"]), tuple(str(d) for d in entry["deployment_ids"]),
+                              str(entry.get("token_url", ""))))
     return found
 
 
@@ -138,6 +141,9 @@ class Lti:
         self.platforms = read_platforms(course_root)
         self.key = ToolKey(folder) if self.platforms else None
         self.store, self.assignments = store, set(assignments)
+
+    def platform_for(self, issuer, client_id):
+        return self._platform(issuer, client_id)
 
     def _platform(self, issuer, client_id=""):
         found = [p for p in self.platforms if p.issuer == issuer and (not client_id or p.client_id == client_id)]
@@ -207,6 +213,11 @@ class Lti:
                              student="This link from your course names an assignment this service does not grade:"
                                      " tell your TA.")
         student_id = self.store.lti_person(platform.issuer, str(claims["sub"]), student_id_of(claims))
+        grades = claims.get("https://purl.imsglobal.org/spec/lti-ags/claim/endpoint")
+        if (assignment and isinstance(grades, dict) and isinstance(grades.get("lineitem"), str)
+                and SCORE_SCOPE in (grades.get("scope") or [])):  # the link's gradebook column takes our scores
+            self.store.lti_add_target(grades["lineitem"], str(claims["sub"]), platform.issuer, platform.client_id,
+                                      assignment, student_id)
         return Launch(student_id, role, assignment, platform.issuer, str(claims["sub"]))
 
 
@@ -285,7 +296,8 @@ def add_platform(course_root, platform):
         return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
     entry = (f"\n[[platform]]\nissuer = {quoted(platform.issuer)}\nclient_id = {quoted(platform.client_id)}\n"
              f"deployment_ids = [{', '.join(quoted(d) for d in platform.deployment_ids)}]\n"
-             f"login_url = {quoted(platform.login_url)}\nkeys_url = {quoted(platform.keys_url)}\n")
+             f"login_url = {quoted(platform.login_url)}\nkeys_url = {quoted(platform.keys_url)}\n"
+             + (f"token_url = {quoted(platform.token_url)}\n" if platform.token_url else ""))
     before = path.read_text() if path.exists() else ""
     write_atomically(path, before + entry)
     try:

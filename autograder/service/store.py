@@ -61,6 +61,34 @@ CREATE TABLE IF NOT EXISTS lti_people (
     student_id TEXT NOT NULL,
     PRIMARY KEY (issuer, subject)
 );
+CREATE TABLE IF NOT EXISTS lti_targets (
+    lineitem TEXT NOT NULL,
+    subject TEXT NOT NULL,
+    issuer TEXT NOT NULL,
+    client_id TEXT NOT NULL,
+    assignment TEXT NOT NULL,
+    student_id TEXT NOT NULL,
+    PRIMARY KEY (lineitem, subject)
+);
+CREATE TABLE IF NOT EXISTS lti_scores (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    lineitem TEXT NOT NULL,
+    subject TEXT NOT NULL,
+    issuer TEXT NOT NULL,
+    client_id TEXT NOT NULL,
+    assignment TEXT NOT NULL,
+    student_id TEXT NOT NULL,
+    score REAL NOT NULL,
+    maximum REAL NOT NULL,
+    timestamp TEXT NOT NULL,
+    version INTEGER NOT NULL DEFAULT 1,
+    sent_version INTEGER NOT NULL DEFAULT 0,
+    tries INTEGER NOT NULL DEFAULT 0,
+    next_at REAL NOT NULL DEFAULT 0,
+    error TEXT NOT NULL DEFAULT '',
+    sent_at TEXT,
+    UNIQUE (lineitem, subject)
+);
 CREATE TABLE IF NOT EXISTS lti_launches (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     at TEXT NOT NULL,
@@ -220,6 +248,62 @@ class Store:
         with self.write() as db:
             db.execute("INSERT INTO lti_launches (at, outcome, issuer, student_id, detail) VALUES (?, ?, ?, ?, ?)",
                        (stamp(), outcome, issuer[:300], student_id[:200], detail[:1000]))
+
+    def lti_add_target(self, lineitem, subject, issuer, client_id, assignment, student_id):
+        """Where this student's score for `assignment` goes: the gradebook column of the link they launched."""
+        with self.write() as db:
+            db.execute("INSERT OR REPLACE INTO lti_targets (lineitem, subject, issuer, client_id, assignment,"
+                       " student_id) VALUES (?, ?, ?, ?, ?, ?)", (lineitem, subject, issuer, client_id, assignment, student_id))
+
+    def lti_queue_score(self, assignment, student_id, score, maximum, timestamp):
+        """Queue the student's counted score for each column they launched `assignment` from, unless
+        that column has this very score already (sent or waiting); how many were queued."""
+        queued = 0
+        with self.write() as db:
+            targets = db.execute("SELECT * FROM lti_targets WHERE assignment = ? AND student_id = ?",
+                                 (assignment, student_id)).fetchall()
+            for target in targets:
+                row = db.execute("SELECT * FROM lti_scores WHERE lineitem = ? AND subject = ?",
+                                 (target["lineitem"], target["subject"])).fetchone()
+                if row is not None and (row["score"], row["maximum"]) == (score, maximum):
+                    continue
+                db.execute("INSERT INTO lti_scores (lineitem, subject, issuer, client_id, assignment, student_id,"
+                           " score, maximum, timestamp) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (lineitem, subject) DO"
+                           " UPDATE SET score = excluded.score, maximum = excluded.maximum, timestamp ="
+                           " excluded.timestamp, version = version + 1, tries = 0, next_at = 0, error = ''",
+                           (target["lineitem"], target["subject"], target["issuer"], target["client_id"], assignment,
+                            student_id, score, maximum, timestamp))
+                queued += 1
+        return queued
+
+    def lti_due_scores(self, moment, limit=50):
+        return self.read("SELECT * FROM lti_scores WHERE sent_version < version AND next_at <= ?"
+                         " ORDER BY next_at, id LIMIT ?", moment, limit)
+
+    def lti_next_due(self):
+        rows = self.read("SELECT MIN(next_at) AS due FROM lti_scores WHERE sent_version < version")
+        return rows[0]["due"] if rows else None
+
+    def lti_score_sent(self, score_id, version):
+        """Score `score_id` reached the LMS as its `version` (a newer one, queued meanwhile, still goes)."""
+        with self.write() as db:
+            db.execute("UPDATE lti_scores SET sent_version = MAX(sent_version, ?), sent_at = ?, tries = 0, error = ''"
+                       " WHERE id = ?", (version, stamp(), score_id))
+
+    def lti_score_failed(self, score_id, why, next_at):
+        with self.write() as db:
+            db.execute("UPDATE lti_scores SET tries = tries + 1, error = ?, next_at = ? WHERE id = ?",
+                       (why[:500], next_at, score_id))
+
+    def lti_backlog(self, assignment=None):
+        """The scores not in the LMS yet (with why the last try failed), for the TA."""
+        return self.read("SELECT * FROM lti_scores WHERE sent_version < version" +
+                         (" AND assignment = ?" if assignment else "") + " ORDER BY student_id",
+                         *([assignment] if assignment else []))
+
+    def lti_sent(self, assignment):
+        return self.read("SELECT * FROM lti_scores WHERE assignment = ? AND sent_version = version"
+                         " ORDER BY student_id", assignment)
 
     def lti_launches(self):
         return self.read("SELECT * FROM lti_launches ORDER BY seq")

@@ -1,0 +1,141 @@
+"""Grades back to the LMS by themselves: LTI Assignment and Grade Services (AGS) score passback.
+
+A launch whose link has a gradebook column (the AGS claim's `lineitem`) records where that
+student's score goes (`lti_targets`). Each counted result of theirs is then an `LtiScores`
+output: its score is queued in the database (`lti_scores`, one row per column and student, the
+newest score replacing an unsent one), never sent from the grading path, so an LMS that is slow
+or down never delays grading. A `Sender` thread sends what is due: an OAuth 2 access token from
+the platform's token endpoint (the client-credentials grant with a JWT assertion signed by the
+tool's key, as the IMS Security Framework asks), then the score to `<lineitem>/scores`. A failure
+is kept with why and tried again with a growing pause (5 s, 10 s, ... at most 10 minutes); the TA
+reads the backlog (`backlog`), and a regrade's new score replaces the waiting one.
+"""
+import json
+import logging
+import secrets
+import threading
+import time
+import urllib.error
+import urllib.request
+from datetime import datetime, timezone
+from urllib.parse import urlencode, urlsplit, urlunsplit
+
+import jwt
+
+from autograder.outputs.base import Output
+from autograder.record import ERROR
+from autograder.service.lti import SCORE_SCOPE
+
+SCORE_TYPE = "application/vnd.ims.lis.v1.score+json"
+FIRST_PAUSE, LONGEST_PAUSE = 5.0, 600.0  # seconds before a failed score is tried again, doubling
+TIMEOUT = 15  # seconds for one request to the LMS
+LOG = logging.getLogger("autograder.service")
+
+
+class LtiScores(Output):
+    """Queues each counted result's score for the LMS columns its student launched from."""
+
+    what = "the score for the LMS"
+
+    def __init__(self, store, sender=None):
+        self.store, self.sender = store, sender
+
+    def add(self, result):
+        if result.status == ERROR:
+            return  # not a grade: the grader tries again
+        queued = self.store.lti_queue_score(result.assignment, result.student_id, float(result.score),
+                                            float(result.max_score), _now())
+        if queued and self.sender is not None:
+            self.sender.wake()
+
+
+def scores_url(lineitem):
+    """`<lineitem>/scores`, the line item's query string kept (Canvas's and Moodle's carry one)."""
+    parts = urlsplit(lineitem)
+    return urlunsplit(parts._replace(path=parts.path.rstrip("/") + "/scores"))
+
+
+class Sender(threading.Thread):
+    """Sends queued scores, one platform's token reused until it expires."""
+
+    def __init__(self, store, lti):
+        super().__init__(name="autograder-lti-scores", daemon=True)
+        self.store, self.lti = store, lti
+        self.tokens = {}  # (issuer, client id) -> (access token, expires at)
+        self.woken, self.stopping = threading.Event(), threading.Event()
+
+    def wake(self):
+        self.woken.set()
+
+    def stop(self):
+        self.stopping.set()
+        self.woken.set()
+
+    def run(self):
+        while not self.stopping.is_set():
+            self.woken.clear()
+            try:
+                wait = self.send_due()
+            except Exception:  # noqa: BLE001 (the database was busy: try again soon)
+                LOG.exception("sending scores to the LMS")
+                wait = FIRST_PAUSE
+            self.woken.wait(wait)
+
+    def send_due(self):
+        """Send every score that is due; the seconds until the next one is."""
+        for row in self.store.lti_due_scores(time.time()):
+            try:
+                self.send(row)
+            except Exception as error:  # noqa: BLE001 (kept with why, tried again later)
+                pause = min(LONGEST_PAUSE, FIRST_PAUSE * 2 ** row["tries"])
+                self.store.lti_score_failed(row["id"], _brief(error), time.time() + pause)
+            else:
+                self.store.lti_score_sent(row["id"], row["version"])
+        due = self.store.lti_next_due()
+        return 60.0 if due is None else max(0.05, min(60.0, due - time.time()))
+
+    def send(self, row):
+        platform = self.lti.platform_for(row["issuer"], row["client_id"])
+        if not platform.token_url:
+            raise RuntimeError(f"lti.toml gives no token_url for {platform.issuer}: scores cannot be sent")
+        body = json.dumps({"userId": row["subject"], "scoreGiven": row["score"], "scoreMaximum": row["maximum"],
+                           "activityProgress": "Completed", "gradingProgress": "FullyGraded",
+                           "timestamp": row["timestamp"]}).encode()
+        request = urllib.request.Request(scores_url(row["lineitem"]), data=body, method="POST", headers={
+            "Content-Type": SCORE_TYPE, "Authorization": f"Bearer {self.token(platform)}"})
+        with urllib.request.urlopen(request, timeout=TIMEOUT) as answer:
+            answer.read()
+
+    def token(self, platform):
+        """An access token for scores (the client-credentials grant, RFC 7523 assertion)."""
+        key = (platform.issuer, platform.client_id)
+        found = self.tokens.get(key)
+        if found and found[1] > time.time() + 30:
+            return found[0]
+        now = int(time.time())
+        assertion = jwt.encode({"iss": platform.client_id, "sub": platform.client_id, "aud": platform.token_url,
+                                "iat": now, "exp": now + 300, "jti": secrets.token_urlsafe(16)},
+                               self.lti.key.private, algorithm="RS256", headers={"kid": self.lti.key.kid})
+        form = urlencode({"grant_type": "client_credentials", "scope": SCORE_SCOPE,
+                          "client_assertion_type": "urn:ietf:params:oauth:client-assertion-type:jwt-bearer",
+                          "client_assertion": assertion}).encode()
+        request = urllib.request.Request(platform.token_url, data=form, method="POST",
+                                         headers={"Content-Type": "application/x-www-form-urlencoded"})
+        with urllib.request.urlopen(request, timeout=TIMEOUT) as answer:
+            reply = json.loads(answer.read())
+        token = reply.get("access_token")
+        if not isinstance(token, str) or not token:
+            raise RuntimeError(f"the token endpoint of {platform.issuer} gave no access token")
+        self.tokens[key] = (token, time.time() + float(reply.get("expires_in", 3600)))
+        return token
+
+
+def _now():
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def _brief(error):
+    if isinstance(error, urllib.error.HTTPError):
+        return f"HTTP {error.code} from the LMS"
+    text = " ".join(str(error).split())
+    return f"{type(error).__name__}: {text[:300]}"
