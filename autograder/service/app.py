@@ -363,9 +363,13 @@ class Web:
         record = self.service.counting.records[assignment.name]
         graded = {r.student_id: r for r in await run_in_threadpool(record.folder.results)}
         regrading = self.regrading.get(assignment.name)
+        lms = None
+        if self.service.passback is not None:  # grades to the LMS: how many are there, and what waits
+            lms = {"sent": len(await run_in_threadpool(store.lti_sent, assignment.name)),
+                   "backlog": await run_in_threadpool(store.lti_backlog, assignment.name)}
         return self.page("ta.html.j2", title=assignment.title, assignment=assignment, students=students,
                          graded=graded, csrf=csrf_token(self.service.secret, who.token_id), regrading=regrading,
-                         problems=list(reversed(record.problems)),
+                         problems=list(reversed(record.problems)), lms=lms,
                          refresh=bool(regrading and regrading.startswith("running")))
 
     async def ta_submission(self, request):
@@ -386,6 +390,18 @@ class Web:
             return RedirectResponse(f"/ta/{assignment.name}", 303)
         self.regrading[assignment.name] = "running since " + when(datetime.now(timezone.utc))
         threading.Thread(target=self._regrade, args=(assignment,), daemon=True).start()
+        return RedirectResponse(f"/ta/{assignment.name}", 303)
+
+    async def ta_lti_resend(self, request):
+        """The TA's "send again now": every score of the assignment waiting for the LMS is due at once."""
+        who, assignment = await self._signed_in(request, ta=True)
+        form = await request.form(max_files=0, max_fields=2)
+        _same_origin(request, "Reload the page and try again.")
+        if not csrf_ok(self.service.secret, who.token_id, form.get("csrf")):
+            raise Refused(403, "Reload the page and try again.")
+        if self.service.passback is not None:
+            await run_in_threadpool(self.service.store.lti_resend, assignment.name)
+            self.service.passback.wake()
         return RedirectResponse(f"/ta/{assignment.name}", 303)
 
     def _regrade(self, assignment):
@@ -498,6 +514,7 @@ ROUTES = [
     ("/ta/{assignment}", "ta_page", ["GET"], "ta"),
     ("/ta/{assignment}/submissions/{submission_id}", "ta_submission", ["GET"], "ta"),
     ("/ta/{assignment}/regrade", "ta_regrade", ["POST"], "ta"),
+    ("/ta/{assignment}/lti-resend", "ta_lti_resend", ["POST"], "ta"),
     ("/api/assignments/{assignment}/submissions", "api_submit", ["POST"], "signed in"),
     ("/api/assignments/{assignment}/submissions", "api_list", ["GET"], "signed in"),
     ("/api/submissions/{submission_id}", "api_submission", ["GET"], "signed in"),
@@ -522,7 +539,7 @@ def make_app(service, secure_cookies=False):
             return limits.get(name, min(limits.values(), default=1 << 20))
         return 64 * 1024  # a login or a regrade: a form of a few fields
 
-    unlisted = ("openapi", "client", "health", "lti_login", "lti_launch", "lti_jwks")  # not the students' API
+    unlisted = ("openapi", "client", "health", "lti_login", "lti_launch", "lti_jwks", "ta_lti_resend")  # not the students' API
     routes = [Route(path, getattr(web, handler), methods=methods, name=handler,
                     include_in_schema=handler not in unlisted)
               for path, handler, methods, _ in ROUTES]

@@ -301,6 +301,12 @@ class Store:
                          (" AND assignment = ?" if assignment else "") + " ORDER BY student_id",
                          *([assignment] if assignment else []))
 
+    def lti_resend(self, assignment):
+        """Every waiting score of `assignment` is due now (the TA's "send again"); how many."""
+        with self.write() as db:
+            return db.execute("UPDATE lti_scores SET next_at = 0 WHERE assignment = ? AND sent_version < version",
+                              (assignment,)).rowcount
+
     def lti_sent(self, assignment):
         return self.read("SELECT * FROM lti_scores WHERE assignment = ? AND sent_version = version"
                          " ORDER BY student_id", assignment)
