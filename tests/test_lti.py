@@ -395,3 +395,20 @@ def test_a_counted_score_reaches_the_lms_column_and_waits_out_an_lms_that_is_dow
     while store.lti_backlog(ASSIGNMENT):
         assert time.monotonic() < deadline, store.lti_backlog(ASSIGNMENT)
         time.sleep(0.1)
+
+
+def test_a_score_counted_before_the_first_launch_from_a_column_is_sent_then(lms):
+    served, platform, keys, _ = lms
+    _, _, headers = launch(served, platform, user="eve-sub", sourcedid="eve")  # a link without a column
+    served.tokens["eve"] = cookie_of(headers).split("=", 1)[1]
+    status, answer = submit(served, "eve", notebook_bytes(example("ben")))
+    assert status == 202, answer
+    graded = wait_graded(served, "eve", answer["id"])
+    assert scores_for(keys, "eve-sub", 1, timeout=2) == []  # nowhere to send it yet
+    column = f"{keys.url}/api/lti/courses/1/line_items/8"
+    assert launch(served, platform, user="eve-sub", sourcedid="eve", lineitem=column)[0] == 200
+    sent = scores_for(keys, "eve-sub", 1)
+    assert len(sent) == 1 and sent[0]["scoreGiven"] == pytest.approx(graded["score"])
+    assert launch(served, platform, user="eve-sub", sourcedid="eve", lineitem=column)[0] == 200
+    time.sleep(1)
+    assert len(scores_for(keys, "eve-sub", 2, timeout=1)) == 1  # the same score is not sent twice

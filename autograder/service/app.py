@@ -30,6 +30,7 @@ from autograder.record import cell_in_words
 from autograder.record import read_result
 from autograder.service.guard import BodyLimit, RateLimit, TooLarge, csrf_ok, csrf_token
 from autograder.service.lti import LtiRefused
+from autograder.service.passback import LtiScores
 from autograder.service.store import COURSE, ERROR, GRADED, REPLACED, STUDENT, TA
 from autograder.service.submit import Refused, take, when
 from autograder.service.views import Visibility, student_view
@@ -433,6 +434,8 @@ class Web:
         token = await run_in_threadpool(self.service.store.issue, launch.student_id, launch.assignment or COURSE, role)
         await run_in_threadpool(self.service.store.lti_record, "accepted", launch.issuer, launch.student_id,
                                 f"{role} for {launch.assignment or 'every assignment'}")
+        if launch.assignment and role == STUDENT and self.service.passback is not None:
+            await run_in_threadpool(self._send_counted, launch)
         target = f"/{'ta' if role == TA else 'assignments'}/{launch.assignment}" if launch.assignment else "/"
         # The launch is a cross-site POST: a strict cookie set now is sent only with a navigation this
         # site starts, so this page starts it (a redirect would still count as the LMS's navigation).
@@ -441,6 +444,13 @@ class Web:
         response.set_cookie(COOKIE, token, httponly=True, samesite="strict", secure=self.secure,
                             max_age=180 * 24 * 3600)
         return response
+
+    def _send_counted(self, launch):
+        """A score counted before the student first came from this link goes to its column now
+        (queued as any other: unchanged scores are not sent twice)."""
+        result = self.service.counting.records[launch.assignment].folder.result(launch.student_id)
+        if result is not None:
+            LtiScores(self.service.store, self.service.passback).add(result)
 
     async def _lti_refused(self, request, refusal, issuer=""):
         """Record a refused login or launch for the TA, then refuse it (nobody is signed in)."""
