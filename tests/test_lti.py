@@ -345,6 +345,16 @@ def test_a_link_names_its_assignment_by_custom_parameter_or_by_its_signed_addres
     assert student_id_of({"sub": "a/b c"}).startswith("lti-")  # never a path or a space in a student id
 
 
+def points_possible(course):
+    import nbformat
+
+    from autograder.grading.notebook import grade_cells, manual_cells
+
+    source = nbformat.read(course / "source" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", as_version=4)
+    assert manual_cells(source)  # (the assignment has written answers)
+    return sum(grade_cells(source).values()) + sum(manual_cells(source).values())
+
+
 def scores_for(keys, user, count, timeout=60):
     """The scores the platform accepted for `user`, once there are `count` of them (bounded in time)."""
     deadline = time.monotonic() + timeout
@@ -366,7 +376,11 @@ def test_a_counted_score_reaches_the_lms_column_and_waits_out_an_lms_that_is_dow
     graded = wait_graded(served, "cy", answer["id"])
     sent = scores_for(keys, "cy-sub", 1)
     assert len(sent) == 1 and sent[0]["scoreGiven"] == pytest.approx(graded["score"])
-    assert sent[0]["scoreMaximum"] > 0 and sent[0]["gradingProgress"] == "FullyGraded"
+    # out of the whole assignment's points (its written answers too, as the LMS's column and `export` count
+    # them), and pending a TA's points for the written answers
+    assert sent[0]["scoreMaximum"] == pytest.approx(points_possible(served.course))
+    assert sent[0]["scoreMaximum"] > graded["score"]
+    assert sent[0]["gradingProgress"] == "PendingManual" and sent[0]["activityProgress"] == "Completed"
     assert keys.scores[-1][0] == "/api/lti/courses/1/line_items/7/scores?include=results"
     store = Store(served.course / "service" / "service.db")
     assert store.lti_backlog(ASSIGNMENT) == []

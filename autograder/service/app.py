@@ -30,7 +30,6 @@ from autograder.record import cell_in_words
 from autograder.record import read_result
 from autograder.service.guard import BodyLimit, RateLimit, TooLarge, csrf_ok, csrf_token
 from autograder.service.lti import LtiRefused
-from autograder.service.passback import LtiScores
 from autograder.service.store import COURSE, ERROR, GRADED, REPLACED, STUDENT, TA
 from autograder.service.submit import Refused, take, when
 from autograder.service.views import Visibility, student_view
@@ -450,7 +449,7 @@ class Web:
         (queued as any other: unchanged scores are not sent twice)."""
         result = self.service.counting.records[launch.assignment].folder.result(launch.student_id)
         if result is not None:
-            LtiScores(self.service.store, self.service.passback).add(result)
+            self.service.counting.records[launch.assignment].lms_scores(self.service).add(result)
 
     async def _lti_refused(self, request, refusal, issuer=""):
         """Record a refused login or launch for the TA, then refuse it (nobody is signed in)."""

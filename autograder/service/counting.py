@@ -27,7 +27,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from autograder.course import write_atomically
-from autograder.grading.notebook import read_notebook, sanitize
+from autograder.grading.notebook import grade_cells, manual_cells, read_notebook, sanitize
 from autograder.outputs.gradebook import Gradebook
 from autograder.record import read_result
 from autograder.runs.late import LateWork, assignment_policy, extensions
@@ -65,6 +65,13 @@ class AssignmentRecord:
                 output.patience, output.reopen_after = GRADEBOOK_PATIENCE, GRADEBOOK_REOPEN
         self.problems = deque(maxlen=PROBLEMS_KEPT)  # (when, student, what): recording problems, for the TA
         self.dirty, self.changed, self.finished = False, 0.0, time.monotonic()
+
+    def lms_scores(self, service):
+        """The output that queues this assignment's counted scores for the LMS (passback.py): out of
+        every graded cell's points, written answers too, as the LMS's column and the export count."""
+        auto, written = grade_cells(self.source), manual_cells(self.source)
+        return LtiScores(service.store, service.passback, out_of=round(sum(auto.values()) + sum(written.values()), 2),
+                         written=bool(written))
 
     def due_for(self, student_id):
         """The student's due date, their extension (the roster's) included; None without a late policy."""
@@ -176,7 +183,7 @@ class Counting:
         self.records = {a.name: AssignmentRecord(a, roster, service.root / "counted") for a in service.assignments}
         if service.passback is not None:  # each counted score also goes to the LMS columns it was launched from
             for record in self.records.values():
-                record.recorder.outputs.append(LtiScores(service.store, service.passback))
+                record.recorder.outputs.append(record.lms_scores(service))
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self._flushing, name="report", daemon=True)
 

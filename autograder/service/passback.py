@@ -33,18 +33,23 @@ LOG = logging.getLogger("autograder.service")
 
 
 class LtiScores(Output):
-    """Queues each counted result's score for the LMS columns its student launched from."""
+    """Queues each counted result's score for the LMS columns its student launched from: its
+    autograded points (late penalty applied) out of the assignment's whole `out_of`, written
+    answers included; with written answers (`written`), "PendingManual", since a TA's points for
+    them come later (formgrader), else "FullyGraded"."""
 
     what = "the score for the LMS"
 
-    def __init__(self, store, sender=None):
-        self.store, self.sender = store, sender
+    def __init__(self, store, sender=None, out_of=None, written=False):
+        self.store, self.sender, self.out_of = store, sender, out_of
+        self.progress = "PendingManual" if written else "FullyGraded"
 
     def add(self, result):
         if result.status == ERROR:
             return  # not a grade: the grader tries again
-        queued = self.store.lti_queue_score(result.assignment, result.student_id, float(result.score),
-                                            float(result.max_score), _now())
+        out_of = float(self.out_of if self.out_of is not None else result.max_score)
+        queued = self.store.lti_queue_score(result.assignment, result.student_id, float(result.score), out_of,
+                                            _now(), self.progress)
         if queued and self.sender is not None:
             self.sender.wake()
 
@@ -99,7 +104,7 @@ class Sender(threading.Thread):
         if not platform.token_url:
             raise RuntimeError(f"lti.toml gives no token_url for {platform.issuer}: scores cannot be sent")
         body = json.dumps({"userId": row["subject"], "scoreGiven": row["score"], "scoreMaximum": row["maximum"],
-                           "activityProgress": "Completed", "gradingProgress": "FullyGraded",
+                           "activityProgress": "Completed", "gradingProgress": row["progress"],
                            "timestamp": row["timestamp"]}).encode()
         request = urllib.request.Request(scores_url(row["lineitem"]), data=body, method="POST", headers={
             "Content-Type": SCORE_TYPE, "Authorization": f"Bearer {self.token(platform)}"})

@@ -81,6 +81,7 @@ CREATE TABLE IF NOT EXISTS lti_scores (
     score REAL NOT NULL,
     maximum REAL NOT NULL,
     timestamp TEXT NOT NULL,
+    progress TEXT NOT NULL DEFAULT 'FullyGraded',
     version INTEGER NOT NULL DEFAULT 1,
     sent_version INTEGER NOT NULL DEFAULT 0,
     tries INTEGER NOT NULL DEFAULT 0,
@@ -255,7 +256,7 @@ class Store:
             db.execute("INSERT OR REPLACE INTO lti_targets (lineitem, subject, issuer, client_id, assignment,"
                        " student_id) VALUES (?, ?, ?, ?, ?, ?)", (lineitem, subject, issuer, client_id, assignment, student_id))
 
-    def lti_queue_score(self, assignment, student_id, score, maximum, timestamp):
+    def lti_queue_score(self, assignment, student_id, score, maximum, timestamp, progress="FullyGraded"):
         """Queue the student's counted score for each column they launched `assignment` from, unless
         that column has this very score already (sent or waiting); how many were queued."""
         queued = 0
@@ -265,14 +266,15 @@ class Store:
             for target in targets:
                 row = db.execute("SELECT * FROM lti_scores WHERE lineitem = ? AND subject = ?",
                                  (target["lineitem"], target["subject"])).fetchone()
-                if row is not None and (row["score"], row["maximum"]) == (score, maximum):
+                if row is not None and (row["score"], row["maximum"], row["progress"]) == (score, maximum, progress):
                     continue
                 db.execute("INSERT INTO lti_scores (lineitem, subject, issuer, client_id, assignment, student_id,"
-                           " score, maximum, timestamp) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (lineitem, subject) DO"
-                           " UPDATE SET score = excluded.score, maximum = excluded.maximum, timestamp ="
-                           " excluded.timestamp, version = version + 1, tries = 0, next_at = 0, error = ''",
+                           " score, maximum, timestamp, progress) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT"
+                           " (lineitem, subject) DO UPDATE SET score = excluded.score, maximum = excluded.maximum,"
+                           " timestamp = excluded.timestamp, progress = excluded.progress, version = version + 1,"
+                           " tries = 0, next_at = 0, error = ''",
                            (target["lineitem"], target["subject"], target["issuer"], target["client_id"], assignment,
-                            student_id, score, maximum, timestamp))
+                            student_id, score, maximum, timestamp, progress))
                 queued += 1
         return queued
 
