@@ -3,6 +3,7 @@ as the LMS. It makes the login initiation and signs the launch with its own key,
 JWKS on 127.0.0.1; a real `autograder serve` is the tool. Every bad launch must be refused,
 recorded as refused, and sign nobody in."""
 import json
+from datetime import datetime
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -426,3 +427,50 @@ def test_a_score_counted_before_the_first_launch_from_a_column_is_sent_then(lms)
     assert launch(served, platform, user="eve-sub", sourcedid="eve", lineitem=column)[0] == 200
     time.sleep(1)
     assert len(scores_for(keys, "eve-sub", 2, timeout=1)) == 1  # the same score is not sent twice
+
+
+@pytest.mark.slow
+def test_a_class_of_30_from_the_lms_gets_each_counted_score_in_its_column_once_within_10_s(lms):
+    """Issue 46's class: 30 students launch one assignment's link (one gradebook column) and hand in;
+    every counted score reaches the column once, within 10 s of its grading, and is the score
+    grades.csv records for them."""
+    import csv
+
+    served, platform, keys, _ = lms
+    column = f"{keys.url}/api/lti/courses/2/line_items/30"
+    students = [f"class{n:02d}" for n in range(30)]
+    submissions = {}
+    for index, student in enumerate(students):
+        status, _, headers = launch(served, platform, user=f"{student}-sub", sourcedid=student, lineitem=column)
+        assert status == 200
+        served.tokens[student] = cookie_of(headers).split("=", 1)[1]
+        status, answer = submit(served, student, notebook_bytes(example(("ada", "ben", "cy", "dee")[index % 4])))
+        assert status == 202, answer
+        submissions[student] = answer["id"]
+    graded = {student: wait_graded(served, student, submission, timeout=300)
+              for student, submission in submissions.items()}
+    deadline = time.monotonic() + 60
+    while len({score["userId"] for path, score in keys.scores if "/line_items/30/" in path}) < 30:
+        assert time.monotonic() < deadline, "not every score reached the column"
+        time.sleep(0.2)
+    time.sleep(1)  # (anything sent twice would be in by now)
+    in_column = [score for path, score in keys.scores if "/line_items/30/" in path]
+    assert sorted(score["userId"] for score in in_column) == sorted(f"{s}-sub" for s in students)  # once each
+    grades, recorded = served.course / "graded" / ASSIGNMENT / "grades.csv", {}
+    deadline = time.monotonic() + 30  # written two quiet seconds after the last result (counting.py)
+    while not set(students) <= set(recorded):
+        assert time.monotonic() < deadline, "grades.csv does not list the class"
+        time.sleep(0.5)
+        if grades.exists():
+            with open(grades, newline="") as handle:
+                recorded = {row["student_id"]: float(row["total"]) for row in csv.DictReader(handle)}
+    for score in in_column:
+        student = score["userId"].removesuffix("-sub")
+        assert score["scoreGiven"] == pytest.approx(graded[student]["score"]) == pytest.approx(recorded[student])
+    store = Store(served.course / "service" / "service.db")
+    took = []
+    for student in students:
+        row = store.read("SELECT sent_at FROM lti_scores WHERE student_id = ? AND lineitem = ?", student, column)[0]
+        done = store.read("SELECT graded_at FROM submissions WHERE id = ?", submissions[student])[0]
+        took.append((datetime.fromisoformat(row["sent_at"]) - datetime.fromisoformat(done["graded_at"])).total_seconds())
+    assert max(took) <= 10, sorted(took)[-5:]
