@@ -9,11 +9,13 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
+import jwt
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 # the LMS: a third-party platform, installed by the [test] extra (never skipped: these are security tests)
 from lti1p3platform.ags import LtiAgs
+from lti1p3platform.deep_linking import LtiDeepLinking
 from lti1p3platform.ltiplatform import LTI1P3PlatformConfAbstract
 from lti1p3platform.message_launch import MessageLaunchAbstract
 from lti1p3platform.oidc_login import OIDCLoginAbstract
@@ -223,7 +225,7 @@ def refused(served, answer, before):
     status, page, headers = answer
     assert status == 401 and "set-cookie" not in headers, (status, headers)
     assert tokens(served) == before[1]  # no token issued for anyone
-    assert "not signed in" in page or "expired" in page or "tell your TA" in page
+    assert any(words in page for words in ("not signed in", "expired", "tell your TA", "Only an instructor"))
     assert "Traceback" not in page
     records = launches(served)[before[0]:]
     assert [r["outcome"] for r in records] == ["refused"], records
@@ -474,3 +476,43 @@ def test_a_class_of_30_from_the_lms_gets_each_counted_score_in_its_column_once_w
         done = store.read("SELECT graded_at FROM submissions WHERE id = ?", submissions[student])[0]
         took.append((datetime.fromisoformat(row["sent_at"]) - datetime.fromisoformat(done["graded_at"])).total_seconds())
     assert max(took) <= 10, sorted(took)[-5:]
+
+
+def deep_link_request(served, platform, roles=(INSTRUCTOR,), accept=("ltiResourceLink",)):
+    """An instructor's deep-linking launch (adding a link in the LMS): (status, page, headers)."""
+    settings = LtiDeepLinking("https://lms.example.edu/courses/1/deep_link_return").get_lti_deep_linking_launch_claim(
+        title="Add", accept_types=set(accept), extra_data={"opaque": "from-the-lms"})
+    return launch(served, platform, user="tim-sub", roles=roles, sourcedid="tim", custom={},
+                  claims={**settings, "https://purl.imsglobal.org/spec/lti/claim/message_type": "LtiDeepLinkingRequest"})
+
+
+def test_an_instructor_picks_an_assignment_and_the_lms_gets_a_signed_link_with_its_column(lms):
+    served, platform, _, _ = lms
+    status, page, headers = deep_link_request(served, platform)
+    assert status == 200 and "Add an assignment to your course" in page and "set-cookie" not in headers
+    pick = page.split('name="pick" value="', 1)[1].split('"', 1)[0]
+    form = urlencode({"pick": pick, "assignment": ASSIGNMENT}).encode()
+    status, back, _ = request(f"{served.base}/lti/deep-link", data=form, content_type="application/x-www-form-urlencoded")
+    assert status == 200 and 'action="https://lms.example.edu/courses/1/deep_link_return"' in back
+    token = back.split('name="JWT" value="', 1)[1].split('"', 1)[0]
+    items = platform.validate_deeplinking_resp({"JWT": token})  # the platform's own check, with the tool's JWKS
+    assert len(items) == 1 and items[0]["type"] == "ltiResourceLink"
+    assert items[0]["custom"] == {"assignment": ASSIGNMENT} and items[0]["url"].endswith(f"assignment={ASSIGNMENT}")
+    line = items[0]["lineItem"]
+    assert line["resourceId"] == ASSIGNMENT and line["scoreMaximum"] == pytest.approx(points_possible(served.course))
+    claims = jwt.decode(token, options={"verify_signature": False})
+    assert claims["aud"] == ISSUER and claims["https://purl.imsglobal.org/spec/lti-dl/claim/data"] == {
+        "opaque": "from-the-lms"}  # what the platform asked to get back
+    before = len(launches(served)), tokens(served)
+    status, _, _ = request(f"{served.base}/lti/deep-link", data=form, content_type="application/x-www-form-urlencoded")
+    assert status == 401 and tokens(served) == before[1]  # the pick is good once
+
+
+def test_a_learner_cannot_add_links_and_a_request_that_takes_no_links_is_refused(lms):
+    served, platform, _, _ = lms
+    before = len(launches(served)), tokens(served)
+    why = refused(served, deep_link_request(served, platform, roles=(LEARNER,)), before)
+    assert "not an instructor" in why
+    before = len(launches(served)), tokens(served)
+    why = refused(served, deep_link_request(served, platform, accept=("html",)), before)
+    assert "accepts no ltiResourceLink" in why

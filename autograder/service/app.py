@@ -11,6 +11,7 @@ Every answer about a submission first checks that it is the asker's own: anythin
 import json
 import secrets
 import threading
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -29,7 +30,7 @@ from autograder.outputs.feedback import _css, inline_code, layout_of
 from autograder.record import cell_in_words
 from autograder.record import read_result
 from autograder.service.guard import BodyLimit, RateLimit, TooLarge, csrf_ok, csrf_token
-from autograder.service.lti import LtiRefused
+from autograder.service.lti import STATE_SECONDS, LtiRefused, deep_link_response, tool_urls
 from autograder.service.store import COURSE, ERROR, GRADED, REPLACED, STUDENT, TA
 from autograder.service.submit import Refused, take, when
 from autograder.service.views import Visibility, student_view
@@ -429,6 +430,14 @@ class Web:
             launch = await run_in_threadpool(self.lti.launch, {key: str(value) for key, value in form.items()})
         except LtiRefused as refusal:
             await self._lti_refused(request, refusal)
+        if launch.deep_link is not None:  # an instructor adding a link: they pick what it opens
+            pick = secrets.token_urlsafe(24)
+            await run_in_threadpool(self.service.store.lti_new_pick, pick, json.dumps(
+                {**launch.deep_link, "issuer": launch.issuer}), time.time())
+            await run_in_threadpool(self.service.store.lti_record, "accepted", launch.issuer, launch.student_id,
+                                    "a deep linking request")
+            return self.page("lti_pick.html.j2", title="Add an assignment", pick=pick,
+                             assignments=list(self.assignments.values()))
         role = TA if launch.role == "ta" else STUDENT
         token = await run_in_threadpool(self.service.store.issue, launch.student_id, launch.assignment or COURSE, role)
         await run_in_threadpool(self.service.store.lti_record, "accepted", launch.issuer, launch.student_id,
@@ -443,6 +452,25 @@ class Web:
         response.set_cookie(COOKIE, token, httponly=True, samesite="strict", secure=self.secure,
                             max_age=180 * 24 * 3600)
         return response
+
+    async def lti_deep_link(self, request):
+        """The instructor's pick: the signed deep-linking response, posted back to the LMS by the page."""
+        form = await request.form(max_files=0, max_fields=4)
+        detail = await run_in_threadpool(self.service.store.lti_take_pick, str(form.get("pick", "")),
+                                         time.time() - STATE_SECONDS)
+        if detail is None:
+            raise Refused(401, "This page has expired or was already used: add the tool from your course again.")
+        pick, name = json.loads(detail), str(form.get("assignment", ""))
+        if name not in self.assignments:
+            raise Refused(404, "No such assignment here: pick one from the list.")
+        assignment = self.assignments[name]
+        points = self.service.counting.records[name].lms_scores(self.service).out_of
+        launch_url = tool_urls(str(request.base_url))["launch"]
+        token = deep_link_response(self.lti.key, pick, name, assignment.title, launch_url, points)
+        await run_in_threadpool(self.service.store.lti_record, "accepted", pick["issuer"], "",
+                                f"a link to {name} added")
+        return self.page("lti_return.html.j2", title="Back to your course", return_url=pick["return_url"],
+                         token=token, title_of=assignment.title)
 
     def _send_counted(self, launch):
         """A score counted before the student first came from this link goes to its column now
@@ -532,6 +560,7 @@ ROUTES = [
     ("/healthz", "health", ["GET"], "anyone"),
     ("/lti/login", "lti_login", ["GET", "POST"], "anyone"),
     ("/lti/launch", "lti_launch", ["POST"], "anyone"),
+    ("/lti/deep-link", "lti_deep_link", ["POST"], "anyone"),
     ("/.well-known/jwks.json", "lti_jwks", ["GET"], "anyone"),
 ]
 
@@ -548,7 +577,8 @@ def make_app(service, secure_cookies=False):
             return limits.get(name, min(limits.values(), default=1 << 20))
         return 64 * 1024  # a login or a regrade: a form of a few fields
 
-    unlisted = ("openapi", "client", "health", "lti_login", "lti_launch", "lti_jwks", "ta_lti_resend")  # not the students' API
+    unlisted = ("openapi", "client", "health", "lti_login", "lti_launch", "lti_jwks", "lti_deep_link",
+                "ta_lti_resend")  # not the students' API
     routes = [Route(path, getattr(web, handler), methods=methods, name=handler,
                     include_in_schema=handler not in unlisted)
               for path, handler, methods, _ in ROUTES]

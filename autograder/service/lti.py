@@ -41,6 +41,8 @@ KEY_REFRESH_SECONDS = 5
 VERSION = "1.3.0"
 CLAIM = "https://purl.imsglobal.org/spec/lti/claim/"
 RESOURCE_LINK = "LtiResourceLinkRequest"
+DEEP_LINK = "LtiDeepLinkingRequest"  # an instructor picks what a new link opens
+DL_CLAIM = "https://purl.imsglobal.org/spec/lti-dl/claim/"
 SCORE_SCOPE = "https://purl.imsglobal.org/spec/lti-ags/scope/score"
 ROLES = "http://purl.imsglobal.org/vocab/lis/v2/"
 TA_ROLES = ("membership#Instructor", "membership#TeachingAssistant", "membership#ContentDeveloper",
@@ -132,6 +134,9 @@ class Launch:
     assignment: str  # an assignment's name, or "" for every assignment the service grades
     issuer: str
     subject: str
+    # A deep-linking request (an instructor adding a link): where the pick goes back to, with what
+    # the platform asked to get back ({"return_url", "data", "client_id", "deployment"}); else None.
+    deep_link: dict = None
 
 
 class Lti:
@@ -202,11 +207,15 @@ class Lti:
         deployment = claims.get(CLAIM + "deployment_id")
         if deployment not in platform.deployment_ids:
             raise LtiRefused(f"unknown deployment {deployment!r} of {platform.issuer}")
-        if claims.get(CLAIM + "message_type") != RESOURCE_LINK:
-            raise LtiRefused(f"message type {claims.get(CLAIM + 'message_type')!r}: only resource link launches")
+        kind = claims.get(CLAIM + "message_type")
+        if kind not in (RESOURCE_LINK, DEEP_LINK):
+            raise LtiRefused(f"message type {kind!r}: only resource link and deep linking launches")
         if claims.get(CLAIM + "version") != VERSION:
             raise LtiRefused(f"LTI version {claims.get(CLAIM + 'version')!r}, not {VERSION}")
         role = role_of(claims.get(CLAIM + "roles", []))
+        if kind == DEEP_LINK:
+            return Launch(self.store.lti_person(platform.issuer, str(claims["sub"]), student_id_of(claims)), role, "",
+                          platform.issuer, str(claims["sub"]), deep_link_of(claims, role, platform, deployment))
         assignment = assignment_of(claims)
         if assignment and assignment not in self.assignments:
             raise LtiRefused(f"the link names the assignment {assignment!r}, which this service does not grade",
@@ -219,6 +228,37 @@ class Lti:
             self.store.lti_add_target(grades["lineitem"], str(claims["sub"]), platform.issuer, platform.client_id,
                                       assignment, student_id)
         return Launch(student_id, role, assignment, platform.issuer, str(claims["sub"]))
+
+
+def deep_link_of(claims, role, platform, deployment):
+    """What a deep-linking request asks (see Launch.deep_link), or LtiRefused: only an instructor or
+    TA adds links, and only links to something (an ltiResourceLink) can be sent back."""
+    if role != "ta":
+        raise LtiRefused("a deep linking request from someone who is not an instructor or TA",
+                         student="Only an instructor or a TA can add this tool to the course.")
+    settings = claims.get(DL_CLAIM + "deep_linking_settings")
+    if not isinstance(settings, dict) or not isinstance(settings.get("deep_link_return_url"), str):
+        raise LtiRefused("a deep linking request without deep_link_return_url")
+    if "ltiResourceLink" not in (settings.get("accept_types") or []):
+        raise LtiRefused(f"a deep linking request that accepts no ltiResourceLink ({settings.get('accept_types')})")
+    return {"return_url": settings["deep_link_return_url"], "data": settings.get("data"),
+            "client_id": platform.client_id, "deployment": deployment}
+
+
+def deep_link_response(key, pick, assignment, title, launch_url, points):
+    """The signed LtiDeepLinkingResponse for the instructor's pick: one link to `assignment`, with its
+    gradebook column (`lineItem`) out of `points`, identified by the assignment's name (`resourceId`)."""
+    now = int(time.time())
+    item = {"type": "ltiResourceLink", "title": title, "url": f"{launch_url}?{urlencode({'assignment': assignment})}",
+            "custom": {"assignment": assignment},
+            "lineItem": {"scoreMaximum": points, "label": title, "resourceId": assignment, "tag": "autograder"}}
+    claims = {"iss": pick["client_id"], "aud": pick["issuer"], "iat": now, "exp": now + 600,
+              "nonce": secrets.token_urlsafe(16), CLAIM + "deployment_id": pick["deployment"],
+              CLAIM + "message_type": "LtiDeepLinkingResponse", CLAIM + "version": VERSION,
+              DL_CLAIM + "content_items": [item]}
+    if pick.get("data") is not None:
+        claims[DL_CLAIM + "data"] = pick["data"]
+    return jwt.encode(claims, key.private, algorithm="RS256", headers={"kid": key.kid})
 
 
 def assignment_of(claims):

@@ -90,6 +90,12 @@ CREATE TABLE IF NOT EXISTS lti_scores (
     sent_at TEXT,
     UNIQUE (lineitem, subject)
 );
+CREATE TABLE IF NOT EXISTS lti_picks (
+    pick TEXT PRIMARY KEY,
+    detail TEXT NOT NULL,
+    created REAL NOT NULL,
+    used INTEGER NOT NULL DEFAULT 0
+);
 CREATE TABLE IF NOT EXISTS lti_launches (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     at TEXT NOT NULL,
@@ -234,6 +240,21 @@ class Store:
                 return None
             db.execute("UPDATE lti_states SET used = 1 WHERE state = ?", (row["state"],))
         return dict(row) if row["created"] >= not_before else None
+
+    def lti_new_pick(self, pick, detail, created):
+        """A deep-linking request waiting for the instructor's pick (`detail`: JSON of Launch.deep_link)."""
+        with self.write() as db:
+            db.execute("DELETE FROM lti_picks WHERE created < ?", (created - 86400,))
+            db.execute("INSERT INTO lti_picks (pick, detail, created) VALUES (?, ?, ?)", (pick, detail, created))
+
+    def lti_take_pick(self, pick, not_before):
+        """The request's detail, spent now; None when it is unknown, spent or older than `not_before`."""
+        with self.write() as db:
+            row = db.execute("SELECT * FROM lti_picks WHERE pick = ?", (str(pick)[:200],)).fetchone()
+            if row is None or row["used"]:
+                return None
+            db.execute("UPDATE lti_picks SET used = 1 WHERE pick = ?", (row["pick"],))
+        return row["detail"] if row["created"] >= not_before else None
 
     def lti_person(self, issuer, subject, student_id):
         """The student id the LMS's person (issuer, subject) is graded as: the first one seen for them,
