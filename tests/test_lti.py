@@ -30,6 +30,7 @@ from service_helpers import notebook_bytes, request, serve, submit, wait_graded
 
 ISSUER, CLIENT, DEPLOYMENT = "https://lms.example.edu", "tool-client-1", "deployment-1"
 SCORE = "https://purl.imsglobal.org/spec/lti-ags/scope/score"
+COLUMNS = "https://purl.imsglobal.org/spec/lti-ags/scope/lineitem"
 LEARNER = "http://purl.imsglobal.org/vocab/lis/v2/membership#Learner"
 INSTRUCTOR = "http://purl.imsglobal.org/vocab/lis/v2/membership#Instructor"
 
@@ -51,6 +52,7 @@ class KeyServer:
     def __init__(self):
         self.jwks, self.fetches, self.platform, self.down = {"keys": []}, 0, None, False
         self.scores = []  # (line item path, score JSON) the platform accepted
+        self.columns = []  # the course's gradebook columns: {"id": URL, "resourceId": ...}
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -63,8 +65,14 @@ class KeyServer:
                 self.wfile.write(body)
 
             def do_GET(self):
-                owner.fetches += 1
-                self.answer(200, owner.jwks)
+                if "/line_items" not in self.path:
+                    owner.fetches += 1
+                    return self.answer(200, owner.jwks)
+                auth = self.headers.get("Authorization", "").removeprefix("Bearer ")  # the course's columns (AGS)
+                if owner.down or not owner.platform.validate_token(auth, [COLUMNS, COLUMNS + ".readonly"]):
+                    return self.answer(403, {"error": "not allowed"})
+                wanted = dict(parse_qsl(urlsplit(self.path).query)).get("resource_id")
+                self.answer(200, [c for c in owner.columns if wanted in (None, c["resourceId"])])
 
             def do_POST(self):
                 data = self.rfile.read(int(self.headers.get("Content-Length", 0))).decode()
@@ -478,10 +486,13 @@ def test_a_class_of_30_from_the_lms_gets_each_counted_score_in_its_column_once_w
     assert max(took) <= 10, sorted(took)[-5:]
 
 
-def deep_link_request(served, platform, roles=(INSTRUCTOR,), accept=("ltiResourceLink",)):
-    """An instructor's deep-linking launch (adding a link in the LMS): (status, page, headers)."""
+def deep_link_request(served, platform, roles=(INSTRUCTOR,), accept=("ltiResourceLink",), columns=None):
+    """An instructor's deep-linking launch (adding a link in the LMS): (status, page, headers).
+    `columns`: the LMS course's line items URL (its AGS claim), so the tool can look for a column."""
     settings = LtiDeepLinking("https://lms.example.edu/courses/1/deep_link_return").get_lti_deep_linking_launch_claim(
         title="Add", accept_types=set(accept), extra_data={"opaque": "from-the-lms"})
+    if columns:
+        settings.update(LtiAgs(lineitems_url=columns).get_lti_ags_launch_claim())
     return launch(served, platform, user="tim-sub", roles=roles, sourcedid="tim", custom={},
                   claims={**settings, "https://purl.imsglobal.org/spec/lti/claim/message_type": "LtiDeepLinkingRequest"})
 
@@ -516,3 +527,34 @@ def test_a_learner_cannot_add_links_and_a_request_that_takes_no_links_is_refused
     before = len(launches(served)), tokens(served)
     why = refused(served, deep_link_request(served, platform, accept=("html",)), before)
     assert "accepts no ltiResourceLink" in why
+
+
+def pick(served, page, assignment=ASSIGNMENT):
+    """The instructor's pick on the deep-linking page: the signed response's content items, as the platform reads them."""
+    chosen = page.split('name="pick" value="', 1)[1].split('"', 1)[0]
+    form = urlencode({"pick": chosen, "assignment": assignment}).encode()
+    status, back, _ = request(f"{served.base}/lti/deep-link", data=form, content_type="application/x-www-form-urlencoded")
+    assert status == 200, back
+    return back.split('name="JWT" value="', 1)[1].split('"', 1)[0]
+
+
+def test_a_link_made_again_reuses_its_column_and_its_scores_go_there(lms):
+    served, platform, keys, _ = lms
+    columns = f"{keys.url}/api/lti/courses/3/line_items"
+    first = platform.validate_deeplinking_resp({"JWT": pick(served, deep_link_request(served, platform, columns=columns)[1])})
+    assert "lineItem" in first[0]  # a new column, as the course has none for it
+    made = f"{columns}/91"
+    keys.columns.append({"id": made, "resourceId": first[0]["lineItem"]["resourceId"]})  # the LMS makes it
+    again = platform.validate_deeplinking_resp({"JWT": pick(served, deep_link_request(served, platform, columns=columns)[1])})
+    assert len(again) == 1 and "lineItem" not in again[0]  # made again: a link alone, no second column
+    # a student opens the new link: its AGS claim names the course's columns but no column of its own
+    ags = LtiAgs(lineitems_url=columns).get_lti_ags_launch_claim()
+    status, _, headers = launch(served, platform, user="fay-sub", sourcedid="fay", claims=ags)
+    assert status == 200
+    served.tokens["fay"] = cookie_of(headers).split("=", 1)[1]
+    status, answer = submit(served, "fay", notebook_bytes(example("ada")))
+    assert status == 202, answer
+    wait_graded(served, "fay", answer["id"])
+    sent = scores_for(keys, "fay-sub", 1)
+    assert len(sent) == 1 and [path for path, score in keys.scores if score["userId"] == "fay-sub"] == [
+        "/api/lti/courses/3/line_items/91/scores"]  # into the column the first link made

@@ -466,11 +466,28 @@ class Web:
         assignment = self.assignments[name]
         points = self.service.counting.records[name].lms_scores(self.service).out_of
         launch_url = tool_urls(str(request.base_url))["launch"]
-        token = deep_link_response(self.lti.key, pick, name, assignment.title, launch_url, points)
+        column = await run_in_threadpool(self._existing_column, pick, name)
+        token = deep_link_response(self.lti.key, pick, name, assignment.title, launch_url, points,
+                                   new_column=column is None)
         await run_in_threadpool(self.service.store.lti_record, "accepted", pick["issuer"], "",
                                 f"a link to {name} added")
         return self.page("lti_return.html.j2", title="Back to your course", return_url=pick["return_url"],
                          token=token, title_of=assignment.title)
+
+    def _existing_column(self, pick, name):
+        """The column the LMS course already has for assignment `name` (a link made again, or copied),
+        recorded for the launches from the new link; None when it has none, or cannot be asked (then
+        the link gets a column of its own: better a second column than no link)."""
+        if not pick.get("lineitems") or self.service.passback is None:
+            return None
+        try:
+            platform = self.lti.platform_for(pick["issuer"], pick["client_id"])
+            column = self.service.passback.column_of(platform, pick["lineitems"], name)
+        except Exception as error:  # noqa: BLE001 (said in the record; the link is still made)
+            self.service.store.lti_record("accepted", pick["issuer"], "", f"the LMS's columns could not be read"
+                                          f" ({type(error).__name__}: {error}); the link gets a column of its own")
+            return None
+        return self.service.store.lti_column(pick["lineitems"], name, column) if column else None
 
     def _send_counted(self, launch):
         """A score counted before the student first came from this link goes to its column now

@@ -44,6 +44,8 @@ RESOURCE_LINK = "LtiResourceLinkRequest"
 DEEP_LINK = "LtiDeepLinkingRequest"  # an instructor picks what a new link opens
 DL_CLAIM = "https://purl.imsglobal.org/spec/lti-dl/claim/"
 SCORE_SCOPE = "https://purl.imsglobal.org/spec/lti-ags/scope/score"
+COLUMNS_SCOPE = "https://purl.imsglobal.org/spec/lti-ags/scope/lineitem.readonly"
+AGS_CLAIM = "https://purl.imsglobal.org/spec/lti-ags/claim/endpoint"
 ROLES = "http://purl.imsglobal.org/vocab/lis/v2/"
 TA_ROLES = ("membership#Instructor", "membership#TeachingAssistant", "membership#ContentDeveloper",
             "membership/Instructor#TeachingAssistant", "institution/person#Administrator",
@@ -222,11 +224,16 @@ class Lti:
                              student="This link from your course names an assignment this service does not grade:"
                                      " tell your TA.")
         student_id = self.store.lti_person(platform.issuer, str(claims["sub"]), student_id_of(claims))
-        grades = claims.get("https://purl.imsglobal.org/spec/lti-ags/claim/endpoint")
-        if (assignment and isinstance(grades, dict) and isinstance(grades.get("lineitem"), str)
-                and SCORE_SCOPE in (grades.get("scope") or [])):  # the link's gradebook column takes our scores
-            self.store.lti_add_target(grades["lineitem"], str(claims["sub"]), platform.issuer, platform.client_id,
-                                      assignment, student_id)
+        grades = claims.get(AGS_CLAIM)
+        if assignment and isinstance(grades, dict) and SCORE_SCOPE in (grades.get("scope") or []):
+            # The link's gradebook column takes our scores: the one it names, else (a link made again,
+            # which reuses its column: deep_link_response) the one this course's columns hold for it.
+            column = grades.get("lineitem") if isinstance(grades.get("lineitem"), str) else None
+            if isinstance(grades.get("lineitems"), str):
+                column = self.store.lti_column(grades["lineitems"], assignment, column)
+            if column:
+                self.store.lti_add_target(column, str(claims["sub"]), platform.issuer, platform.client_id,
+                                          assignment, student_id)
         return Launch(student_id, role, assignment, platform.issuer, str(claims["sub"]))
 
 
@@ -241,17 +248,24 @@ def deep_link_of(claims, role, platform, deployment):
         raise LtiRefused("a deep linking request without deep_link_return_url")
     if "ltiResourceLink" not in (settings.get("accept_types") or []):
         raise LtiRefused(f"a deep linking request that accepts no ltiResourceLink ({settings.get('accept_types')})")
+    grades = claims.get(AGS_CLAIM)
+    lineitems = grades.get("lineitems") if isinstance(grades, dict) else None
     return {"return_url": settings["deep_link_return_url"], "data": settings.get("data"),
-            "client_id": platform.client_id, "deployment": deployment}
+            "client_id": platform.client_id, "deployment": deployment,
+            "lineitems": lineitems if isinstance(lineitems, str) else None}
 
 
-def deep_link_response(key, pick, assignment, title, launch_url, points):
+def deep_link_response(key, pick, assignment, title, launch_url, points, new_column=True):
     """The signed LtiDeepLinkingResponse for the instructor's pick: one link to `assignment`, with its
-    gradebook column (`lineItem`) out of `points`, identified by the assignment's name (`resourceId`)."""
+    gradebook column (`lineItem`) out of `points`, identified by the assignment's name (`resourceId`);
+    without `new_column` (the course has the assignment's column already) a link alone, so a link
+    made again or copied never adds a second column."""
     now = int(time.time())
     item = {"type": "ltiResourceLink", "title": title, "url": f"{launch_url}?{urlencode({'assignment': assignment})}",
             "custom": {"assignment": assignment},
             "lineItem": {"scoreMaximum": points, "label": title, "resourceId": assignment, "tag": "autograder"}}
+    if not new_column:
+        del item["lineItem"]
     claims = {"iss": pick["client_id"], "aud": pick["issuer"], "iat": now, "exp": now + 600,
               "nonce": secrets.token_urlsafe(16), CLAIM + "deployment_id": pick["deployment"],
               CLAIM + "message_type": "LtiDeepLinkingResponse", CLAIM + "version": VERSION,

@@ -24,7 +24,7 @@ import jwt
 
 from autograder.outputs.base import Output
 from autograder.record import ERROR
-from autograder.service.lti import SCORE_SCOPE
+from autograder.service.lti import COLUMNS_SCOPE, SCORE_SCOPE
 
 SCORE_TYPE = "application/vnd.ims.lis.v1.score+json"
 FIRST_PAUSE, LONGEST_PAUSE = 5.0, 600.0  # seconds before a failed score is tried again, doubling
@@ -66,7 +66,7 @@ class Sender(threading.Thread):
     def __init__(self, store, lti):
         super().__init__(name="autograder-lti-scores", daemon=True)
         self.store, self.lti = store, lti
-        self.tokens = {}  # (issuer, client id) -> (access token, expires at)
+        self.tokens = {}  # (issuer, client id, scope) -> (access token, expires at)
         self.woken, self.stopping = threading.Event(), threading.Event()
 
     def wake(self):
@@ -111,9 +111,25 @@ class Sender(threading.Thread):
         with urllib.request.urlopen(request, timeout=TIMEOUT) as answer:
             answer.read()
 
-    def token(self, platform):
-        """An access token for scores (the client-credentials grant, RFC 7523 assertion)."""
-        key = (platform.issuer, platform.client_id)
+    def column_of(self, platform, lineitems, assignment):
+        """The gradebook column the LMS course (its columns at `lineitems`) has for `assignment` (its
+        resourceId), or None; an error when the LMS cannot be asked."""
+        if not platform.token_url:
+            raise RuntimeError(f"lti.toml gives no token_url for {platform.issuer}")
+        parts = urlsplit(lineitems)
+        query = "&".join(filter(None, [parts.query, urlencode({"resource_id": assignment})]))
+        request = urllib.request.Request(urlunsplit(parts._replace(query=query)), headers={
+            "Accept": "application/vnd.ims.lis.v2.lineitemcontainer+json",
+            "Authorization": f"Bearer {self.token(platform, COLUMNS_SCOPE)}"})
+        with urllib.request.urlopen(request, timeout=TIMEOUT) as answer:
+            columns = json.loads(answer.read())
+        found = [c["id"] for c in columns if isinstance(c, dict) and c.get("resourceId") == assignment
+                 and isinstance(c.get("id"), str)] if isinstance(columns, list) else []
+        return found[0] if found else None
+
+    def token(self, platform, scope=SCORE_SCOPE):
+        """An access token for `scope` (the client-credentials grant, RFC 7523 assertion)."""
+        key = (platform.issuer, platform.client_id, scope)
         found = self.tokens.get(key)
         if found and found[1] > time.time() + 30:
             return found[0]
@@ -121,7 +137,7 @@ class Sender(threading.Thread):
         assertion = jwt.encode({"iss": platform.client_id, "sub": platform.client_id, "aud": platform.token_url,
                                 "iat": now, "exp": now + 300, "jti": secrets.token_urlsafe(16)},
                                self.lti.key.private, algorithm="RS256", headers={"kid": self.lti.key.kid})
-        form = urlencode({"grant_type": "client_credentials", "scope": SCORE_SCOPE,
+        form = urlencode({"grant_type": "client_credentials", "scope": scope,
                           "client_assertion_type": "urn:ietf:params:oauth:client-assertion-type:jwt-bearer",
                           "client_assertion": assertion}).encode()
         request = urllib.request.Request(platform.token_url, data=form, method="POST",

@@ -90,6 +90,12 @@ CREATE TABLE IF NOT EXISTS lti_scores (
     sent_at TEXT,
     UNIQUE (lineitem, subject)
 );
+CREATE TABLE IF NOT EXISTS lti_columns (
+    lineitems TEXT NOT NULL,
+    assignment TEXT NOT NULL,
+    lineitem TEXT NOT NULL,
+    PRIMARY KEY (lineitems, assignment)
+);
 CREATE TABLE IF NOT EXISTS lti_picks (
     pick TEXT PRIMARY KEY,
     detail TEXT NOT NULL,
@@ -240,6 +246,18 @@ class Store:
                 return None
             db.execute("UPDATE lti_states SET used = 1 WHERE state = ?", (row["state"],))
         return dict(row) if row["created"] >= not_before else None
+
+    def lti_column(self, lineitems, assignment, lineitem=None):
+        """The gradebook column of `assignment` in the LMS course whose columns are at `lineitems`:
+        recorded when `lineitem` is given (a launch that names it), else the one recorded, or None."""
+        with self.write() as db:
+            if lineitem:
+                db.execute("INSERT OR REPLACE INTO lti_columns (lineitems, assignment, lineitem) VALUES (?, ?, ?)",
+                           (lineitems, assignment, lineitem))
+                return lineitem
+            row = db.execute("SELECT lineitem FROM lti_columns WHERE lineitems = ? AND assignment = ?",
+                             (lineitems, assignment)).fetchone()
+            return row["lineitem"] if row else None
 
     def lti_new_pick(self, pick, detail, created):
         """A deep-linking request waiting for the instructor's pick (`detail`: JSON of Launch.deep_link)."""
