@@ -31,6 +31,7 @@ from service_helpers import notebook_bytes, request, serve, submit, wait_graded
 ISSUER, CLIENT, DEPLOYMENT = "https://lms.example.edu", "tool-client-1", "deployment-1"
 SCORE = "https://purl.imsglobal.org/spec/lti-ags/scope/score"
 COLUMNS = "https://purl.imsglobal.org/spec/lti-ags/scope/lineitem"
+ROSTER = "https://purl.imsglobal.org/spec/lti-nrps/scope/contextmembership.readonly"
 LEARNER = "http://purl.imsglobal.org/vocab/lis/v2/membership#Learner"
 INSTRUCTOR = "http://purl.imsglobal.org/vocab/lis/v2/membership#Instructor"
 
@@ -53,6 +54,7 @@ class KeyServer:
         self.jwks, self.fetches, self.platform, self.down = {"keys": []}, 0, None, False
         self.scores = []  # (line item path, score JSON) the platform accepted
         self.columns = []  # the course's gradebook columns: {"id": URL, "resourceId": ...}
+        self.members = []  # the course's members, as Names and Role Provisioning lists them
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -65,6 +67,11 @@ class KeyServer:
                 self.wfile.write(body)
 
             def do_GET(self):
+                if "/names_and_roles" in self.path:  # the course's members (Names and Role Provisioning)
+                    auth = self.headers.get("Authorization", "").removeprefix("Bearer ")
+                    if owner.down or not owner.platform.validate_token(auth, [ROSTER]):
+                        return self.answer(403, {"error": "not allowed"})
+                    return self.answer(200, {"id": self.path, "context": {"id": "course-1"}, "members": owner.members})
                 if "/line_items" not in self.path:
                     owner.fetches += 1
                     return self.answer(200, owner.jwks)
@@ -558,3 +565,33 @@ def test_a_link_made_again_reuses_its_column_and_its_scores_go_there(lms):
     sent = scores_for(keys, "fay-sub", 1)
     assert len(sent) == 1 and [path for path, score in keys.scores if score["userId"] == "fay-sub"] == [
         "/api/lti/courses/3/line_items/91/scores"]  # into the column the first link made
+
+
+def test_the_lms_roster_comes_with_an_instructors_launch_and_maps_students_as_launches_do(lms):
+    served, platform, keys, _ = lms
+    keys.members = [
+        {"user_id": "gus-sub", "lis_person_sourcedid": "gus", "name": "Gus G", "email": "gus@example.edu",
+         "roles": [LEARNER], "status": "Active"},
+        {"user_id": "hal-sub", "name": "Hal H", "roles": [LEARNER], "status": "Inactive"},  # dropped the course
+        {"user_id": "ida-sub", "lis_person_sourcedid": "ida", "name": "Ida I", "roles": [INSTRUCTOR]},
+    ]
+    names = {"https://purl.imsglobal.org/spec/lti-nrps/claim/namesroleservice": {
+        "context_memberships_url": f"{keys.url}/api/lti/courses/1/names_and_roles", "service_versions": ["2.0"]},
+        "https://purl.imsglobal.org/spec/lti/claim/context": {"id": "course-1", "title": "Attention"}}
+    status, _, headers = launch(served, platform, user="tim-sub", roles=(INSTRUCTOR,), sourcedid="tim", claims=names)
+    assert status == 200
+    store = Store(served.course / "service" / "service.db")
+    deadline = time.monotonic() + 20
+    while "gus" not in store.lti_roster():
+        assert time.monotonic() < deadline, launches(served)[-3:]
+        time.sleep(0.2)
+    roster = store.lti_roster()
+    assert roster["gus"]["email"] == "gus@example.edu" and roster["ida"]["role"] == "ta" and "hal-sub" not in roster
+    status, page, _ = request(f"{served.base}/ta/{ASSIGNMENT}", cookie=cookie_of(headers))
+    assert status == 200 and "<td>gus</td>" in page and "<td>ida</td>" not in page  # students only
+    assert store.lti_person(ISSUER, "gus-sub", "someone-else") == "gus"  # his launch will be graded as gus
+    done = cli("lti", "roster", "--out", served.course / "lms-roster.csv", "--course", served.course)
+    assert done.returncode == 0, done.stdout + done.stderr
+    written = (served.course / "lms-roster.csv").read_text().splitlines()
+    assert written[0] == "student_id,name,email" and "gus,Gus G,gus@example.edu" in written
+    assert not any(line.startswith(("ida,", "tim,")) for line in written)  # students only

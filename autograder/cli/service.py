@@ -11,7 +11,7 @@ from autograder.cli.common import (add_unsafe_flag, assignment_of, console, cour
 from autograder.course import Course, CourseError, write_atomically
 from autograder.grading.sandbox.isolation import require_sandbox
 from autograder.outputs.lms import RosterError, read_roster
-from autograder.untrusted import for_terminal as shown
+from autograder.untrusted import for_spreadsheet, for_terminal as shown
 
 
 def cmd_serve(args):
@@ -153,6 +153,10 @@ def cmd_lti(args):
     from autograder.service import lti  # PyJWT and cryptography, of the service extra: its commands alone
 
     course = course_of(args)
+    if args.action == "roster":
+        return _lti_roster(course, args)
+    if not args.url:
+        raise CourseError("give --url, the service's public address (https://...), as students reach it")
     given = [args.issuer, args.client_id, args.deployment, args.login_url, args.keys_url]
     if any(given) and not all(given):
         raise CourseError("give the platform's five values together (--issuer, --client-id, --deployment, --login-url,"
@@ -183,6 +187,29 @@ def cmd_lti(args):
     console.print("\nThen run this again with the platform's values (Canvas: the issuer https://canvas.instructure.com,"
                   " the key's client id, the deployment id; Moodle: its Tool configuration details) to add it to"
                   " lti.toml.", highlight=False)
+    return 0
+
+
+def _lti_roster(course, args):
+    """`lti roster --out FILE`: the LMS courses' students as Names and Role Provisioning gave them (an
+    instructor's launch fetches it), as a roster CSV for `grade`, `export` and `tokens`."""
+    from autograder.service.store import Store  # (as in cmd_tokens)
+
+    if not args.out:
+        raise CourseError("give --out FILE: the roster CSV to write")
+    database = course.root / "service" / "service.db"
+    members = Store(database).lti_roster() if database.exists() else {}
+    students = [row for row in members.values() if row["role"] == "student"]
+    if not students:
+        raise CourseError("no LMS roster yet: it comes with an instructor's or a TA's launch from the LMS"
+                          " (Names and Role Provisioning must be on for the tool)")
+    handle = io.StringIO(newline="")
+    writer = csv.writer(handle)
+    writer.writerow(["student_id", "name", "email"])
+    for row in students:
+        writer.writerow([for_spreadsheet(row[column]) for column in ("student_id", "name", "email")])
+    out = write_atomically(Path(args.out), handle.getvalue())
+    console.print(f"wrote {len(students)} students of the LMS course(s) to {out}", highlight=False)
     return 0
 
 
@@ -245,9 +272,11 @@ def add_commands(sub):
     p.add_argument("--list", action="store_true", help="list the active tokens (never their secrets)")
     p.set_defaults(func=cmd_tokens)
     p = sub.add_parser("lti", help="register the service with an LMS as an LTI 1.3 tool (Canvas, Moodle)")
-    p.add_argument("action", choices=["register"], help="register: print what to paste into the LMS; with the"
-                                                          " platform's values, add it to the course's lti.toml")
-    p.add_argument("--url", required=True, help="the service's public address (https://...), as students reach it")
+    p.add_argument("action", choices=["register", "roster"],
+                   help="register: print what to paste into the LMS; with the platform's values, add it to the"
+                        " course's lti.toml. roster: write the LMS course's students (--out) as a roster CSV")
+    p.add_argument("--url", help="register: the service's public address (https://...), as students reach it")
+    p.add_argument("--out", metavar="FILE", help="roster: the CSV to write (student_id,name,email)")
     p.add_argument("--issuer", help="the platform's issuer (Canvas: https://canvas.instructure.com)")
     p.add_argument("--client-id", help="the client id the LMS gave this tool")
     p.add_argument("--deployment", nargs="+", metavar="ID", help="the deployment id(s) of the tool in the LMS")

@@ -359,6 +359,8 @@ class Web:
         # Every student of the class, those without an attempt too: the roster's, and those given a token.
         students = {student: [] for student in self.service.roster or {}}
         students.update({token["student_id"]: [] for token in tokens if token["role"] == STUDENT})
+        lms_roster = await run_in_threadpool(store.lti_roster)  # the LMS course's students (Names and Roles)
+        students.update({student: [] for student, row in lms_roster.items() if row["role"] == "student"})
         for row in rows:
             students.setdefault(row.student_id, []).append(row)
         record = self.service.counting.records[assignment.name]
@@ -430,6 +432,8 @@ class Web:
             launch = await run_in_threadpool(self.lti.launch, {key: str(value) for key, value in form.items()})
         except LtiRefused as refusal:
             await self._lti_refused(request, refusal)
+        if launch.role == "ta" and launch.members_url and self.service.passback is not None:
+            threading.Thread(target=self._refresh_roster, args=(launch,), daemon=True).start()  # (not in the launch)
         if launch.deep_link is not None:  # an instructor adding a link: they pick what it opens
             pick = secrets.token_urlsafe(24)
             await run_in_threadpool(self.service.store.lti_new_pick, pick, json.dumps(
@@ -473,6 +477,20 @@ class Web:
                                 f"a link to {name} added")
         return self.page("lti_return.html.j2", title="Back to your course", return_url=pick["return_url"],
                          token=token, title_of=assignment.title)
+
+    def _refresh_roster(self, launch):
+        """The LMS course's members (Names and Role Provisioning), fetched when an instructor or TA
+        launches: the TA page lists every student of the LMS course, those who never opened a link too."""
+        store = self.service.store
+        try:
+            platform = self.lti.platform_for(launch.issuer, launch.client_id)
+            count = store.lti_set_roster(launch.issuer, launch.context,
+                                         self.service.passback.roster_of(platform, launch.members_url))
+        except Exception as error:  # noqa: BLE001 (said in the record; the list stays as it was)
+            store.lti_record("accepted", launch.issuer, launch.student_id, "the LMS's roster could not be read"
+                             f" ({type(error).__name__}: {error})")
+            return
+        store.lti_record("accepted", launch.issuer, launch.student_id, f"the LMS's roster: {count} members")
 
     def _existing_column(self, pick, name):
         """The column the LMS course already has for assignment `name` (a link made again, or copied),

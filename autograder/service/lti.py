@@ -46,6 +46,8 @@ DL_CLAIM = "https://purl.imsglobal.org/spec/lti-dl/claim/"
 SCORE_SCOPE = "https://purl.imsglobal.org/spec/lti-ags/scope/score"
 COLUMNS_SCOPE = "https://purl.imsglobal.org/spec/lti-ags/scope/lineitem.readonly"
 AGS_CLAIM = "https://purl.imsglobal.org/spec/lti-ags/claim/endpoint"
+NRPS_CLAIM = "https://purl.imsglobal.org/spec/lti-nrps/claim/namesroleservice"
+ROSTER_SCOPE = "https://purl.imsglobal.org/spec/lti-nrps/scope/contextmembership.readonly"
 ROLES = "http://purl.imsglobal.org/vocab/lis/v2/"
 TA_ROLES = ("membership#Instructor", "membership#TeachingAssistant", "membership#ContentDeveloper",
             "membership/Instructor#TeachingAssistant", "institution/person#Administrator",
@@ -139,6 +141,9 @@ class Launch:
     # A deep-linking request (an instructor adding a link): where the pick goes back to, with what
     # the platform asked to get back ({"return_url", "data", "client_id", "deployment"}); else None.
     deep_link: dict = None
+    client_id: str = ""
+    members_url: str = ""  # the LMS course's Names and Role Provisioning service, when it offers it
+    context: str = ""  # the LMS course's id
 
 
 class Lti:
@@ -215,9 +220,15 @@ class Lti:
         if claims.get(CLAIM + "version") != VERSION:
             raise LtiRefused(f"LTI version {claims.get(CLAIM + 'version')!r}, not {VERSION}")
         role = role_of(claims.get(CLAIM + "roles", []))
+        names = claims.get(NRPS_CLAIM)
+        members_url = names.get("context_memberships_url") if isinstance(names, dict) else ""
+        context = claims.get(CLAIM + "context")
+        context = str(context.get("id", "")) if isinstance(context, dict) else ""
+        more = {"client_id": platform.client_id, "members_url": members_url if isinstance(members_url, str) else "",
+                "context": context}
         if kind == DEEP_LINK:
             return Launch(self.store.lti_person(platform.issuer, str(claims["sub"]), student_id_of(claims)), role, "",
-                          platform.issuer, str(claims["sub"]), deep_link_of(claims, role, platform, deployment))
+                          platform.issuer, str(claims["sub"]), deep_link_of(claims, role, platform, deployment), **more)
         assignment = assignment_of(claims)
         if assignment and assignment not in self.assignments:
             raise LtiRefused(f"the link names the assignment {assignment!r}, which this service does not grade",
@@ -234,7 +245,7 @@ class Lti:
             if column:
                 self.store.lti_add_target(column, str(claims["sub"]), platform.issuer, platform.client_id,
                                           assignment, student_id)
-        return Launch(student_id, role, assignment, platform.issuer, str(claims["sub"]))
+        return Launch(student_id, role, assignment, platform.issuer, str(claims["sub"]), **more)
 
 
 def deep_link_of(claims, role, platform, deployment):

@@ -24,7 +24,7 @@ import jwt
 
 from autograder.outputs.base import Output
 from autograder.record import ERROR
-from autograder.service.lti import COLUMNS_SCOPE, SCORE_SCOPE
+from autograder.service.lti import COLUMNS_SCOPE, ROSTER_SCOPE, SCORE_SCOPE, LtiRefused, role_of, student_id_of
 
 SCORE_TYPE = "application/vnd.ims.lis.v1.score+json"
 FIRST_PAUSE, LONGEST_PAUSE = 5.0, 600.0  # seconds before a failed score is tried again, doubling
@@ -110,6 +110,34 @@ class Sender(threading.Thread):
             "Content-Type": SCORE_TYPE, "Authorization": f"Bearer {self.token(platform)}"})
         with urllib.request.urlopen(request, timeout=TIMEOUT) as answer:
             answer.read()
+
+    def roster_of(self, platform, members_url):
+        """The LMS course's members (Names and Role Provisioning, every page): [(subject, student id,
+        name, email, "student" or "ta")]; members who are neither, or inactive, are left out."""
+        found, url = [], members_url
+        for _ in range(100):  # pages, bounded
+            request = urllib.request.Request(url, headers={
+                "Accept": "application/vnd.ims.lti-nrps.v2.membershipcontainer+json",
+                "Authorization": f"Bearer {self.token(platform, ROSTER_SCOPE)}"})
+            with urllib.request.urlopen(request, timeout=TIMEOUT) as answer:
+                page, links = json.loads(answer.read()), answer.headers.get("Link", "")
+            for member in page.get("members", []) if isinstance(page, dict) else []:
+                if not isinstance(member, dict) or member.get("status", "Active") != "Active":
+                    continue
+                try:
+                    role = role_of(member.get("roles", []))
+                except LtiRefused:
+                    continue
+                subject = str(member.get("user_id", ""))
+                claims = {"sub": subject, "https://purl.imsglobal.org/spec/lti/claim/lis":
+                          {"person_sourcedid": member.get("lis_person_sourcedid")}}
+                found.append((subject, student_id_of(claims), str(member.get("name", ""))[:200],
+                              str(member.get("email", ""))[:200], role))
+            following = [part.split(";")[0].strip(" <>") for part in links.split(",") if 'rel="next"' in part]
+            if not following:
+                return found
+            url = following[0]
+        return found
 
     def column_of(self, platform, lineitems, assignment):
         """The gradebook column the LMS course (its columns at `lineitems`) has for `assignment` (its

@@ -96,6 +96,15 @@ CREATE TABLE IF NOT EXISTS lti_columns (
     lineitem TEXT NOT NULL,
     PRIMARY KEY (lineitems, assignment)
 );
+CREATE TABLE IF NOT EXISTS lti_roster (
+    issuer TEXT NOT NULL,
+    context TEXT NOT NULL,
+    student_id TEXT NOT NULL,
+    name TEXT NOT NULL DEFAULT '',
+    email TEXT NOT NULL DEFAULT '',
+    role TEXT NOT NULL,
+    PRIMARY KEY (issuer, context, student_id)
+);
 CREATE TABLE IF NOT EXISTS lti_picks (
     pick TEXT PRIMARY KEY,
     detail TEXT NOT NULL,
@@ -258,6 +267,23 @@ class Store:
             row = db.execute("SELECT lineitem FROM lti_columns WHERE lineitems = ? AND assignment = ?",
                              (lineitems, assignment)).fetchone()
             return row["lineitem"] if row else None
+
+    def lti_set_roster(self, issuer, context, members):
+        """The LMS course's members as Names and Role Provisioning gave them: [(subject, student id, name,
+        email, role)], replacing the course's earlier list; each subject maps to its student id as a
+        launch would map it (the first id seen for a person is kept)."""
+        kept = []
+        for subject, student_id, name, email, role in members:
+            kept.append((self.lti_person(issuer, subject, student_id), name, email, role))
+        with self.write() as db:
+            db.execute("DELETE FROM lti_roster WHERE issuer = ? AND context = ?", (issuer, context))
+            db.executemany("INSERT OR REPLACE INTO lti_roster (issuer, context, student_id, name, email, role)"
+                           " VALUES (?, ?, ?, ?, ?, ?)", [(issuer, context, *row) for row in kept])
+        return len(kept)
+
+    def lti_roster(self):
+        """Every LMS course's members, by student id (a student in two LMS courses once)."""
+        return {row["student_id"]: row for row in self.read("SELECT * FROM lti_roster ORDER BY student_id")}
 
     def lti_new_pick(self, pick, detail, created):
         """A deep-linking request waiting for the instructor's pick (`detail`: JSON of Launch.deep_link)."""
