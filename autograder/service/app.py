@@ -8,6 +8,7 @@ student's attempts and what counts, and can regrade everyone after a check chang
 Every answer about a submission first checks that it is the asker's own: anything else is
 "not found", the same answer as for an id that does not exist.
 """
+import html
 import json
 import secrets
 import threading
@@ -451,6 +452,7 @@ class Web:
         target = f"/{'ta' if role == TA else 'assignments'}/{launch.assignment}" if launch.assignment else "/"
         # The launch is a cross-site POST: a strict cookie set now is sent only with a navigation this
         # site starts, so this page starts it (a redirect would still count as the LMS's navigation).
+        target = html.escape(target)  # (an assignment's name, checked: escaped all the same)
         response = HTMLResponse(f'<!doctype html><meta http-equiv="refresh" content="0;url={target}">'
                                 f'<title>Signed in</title><p>Signed in. <a href="{target}">Continue</a></p>')
         response.set_cookie(COOKIE, token, httponly=True, samesite="strict", secure=self.secure,
@@ -465,8 +467,8 @@ class Web:
         if detail is None:
             raise Refused(401, "This page has expired or was already used: add the tool from your course again.")
         pick, name = json.loads(detail), str(form.get("assignment", ""))
-        if name not in self.assignments:
-            raise Refused(404, "No such assignment here: pick one from the list.")
+        if name not in self.assignments:  # (the page lists only real ones: this is no instructor's pick)
+            raise Refused(404, "No such assignment here: add the tool from your course again.")
         assignment = self.assignments[name]
         points = self.service.counting.records[name].lms_scores(self.service).out_of
         launch_url = tool_urls(str(request.base_url))["launch"]

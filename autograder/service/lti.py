@@ -49,9 +49,9 @@ AGS_CLAIM = "https://purl.imsglobal.org/spec/lti-ags/claim/endpoint"
 NRPS_CLAIM = "https://purl.imsglobal.org/spec/lti-nrps/claim/namesroleservice"
 ROSTER_SCOPE = "https://purl.imsglobal.org/spec/lti-nrps/scope/contextmembership.readonly"
 ROLES = "http://purl.imsglobal.org/vocab/lis/v2/"
-TA_ROLES = ("membership#Instructor", "membership#TeachingAssistant", "membership#ContentDeveloper",
-            "membership/Instructor#TeachingAssistant", "institution/person#Administrator",
-            "system/person#Administrator")
+# Instructors and TAs of the LMS course; not its designers nor the institution's administrators,
+# who may hold those roles in every course of an account-wide installation.
+TA_ROLES = ("membership#Instructor", "membership#TeachingAssistant", "membership/Instructor#TeachingAssistant")
 STUDENT_ROLES = ("membership#Learner", "membership/Learner#Learner", "institution/person#Student")
 SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}")
 
@@ -77,6 +77,7 @@ class Platform:
     keys_url: str  # the platform's JWKS
     deployment_ids: tuple = ()
     token_url: str = ""  # the platform's OAuth 2 token endpoint, for sending scores (passback.py)
+    contexts: tuple = ()  # the LMS courses (context ids) it may launch from; () for any (a course-level tool)
     jwks: object = field(default=None, repr=False, compare=False)
 
     def signing_key(self, token):
@@ -105,7 +106,7 @@ def read_platforms(course_root):
             raise ValueError(f"{path}: platform {index + 1} lacks {', '.join(missing)}")
         found.append(Platform(str(entry["issuer"]), str(entry["client_id"]), str(entry["login_url"]),
                               str(entry["keys_url"]), tuple(str(d) for d in entry["deployment_ids"]),
-                              str(entry.get("token_url", ""))))
+                              str(entry.get("token_url", "")), tuple(str(c) for c in entry.get("contexts", []))))
     return found
 
 
@@ -173,7 +174,11 @@ class Lti:
         deployment = params.get("lti_deployment_id")
         if deployment and deployment not in platform.deployment_ids:
             raise LtiRefused(f"unknown deployment {deployment!r} of {issuer}")
-        if not urlsplit(target).path.startswith("/lti/launch"):
+        try:
+            path = urlsplit(target).path
+        except ValueError:
+            path = ""
+        if path != "/lti/launch":
             raise LtiRefused(f"a login for another tool's address ({target[:200]})")
         state, nonce = secrets.token_urlsafe(24), secrets.token_urlsafe(24)
         self.store.lti_new_state(state, nonce, platform.issuer, platform.client_id, time.time())
@@ -198,19 +203,15 @@ class Lti:
                                      " assignment from your course again.")
         platform = self._platform(row["issuer"], row["client_id"])
         try:
-            key = platform.signing_key(token)
-            claims = jwt.decode(token, key, algorithms=["RS256"], audience=platform.client_id,
-                                issuer=platform.issuer, leeway=LEEWAY,
-                                options={"require": ["exp", "iat", "iss", "aud", "sub", "nonce"]})
-        except jwt.PyJWKClientError as error:
-            raise LtiRefused(f"the platform's keys could not be had or do not sign this token ({error})") from None
-        except jwt.InvalidTokenError as error:
-            raise LtiRefused(f"the id_token is not valid: {type(error).__name__}: {error}") from None
-        audiences = claims["aud"] if isinstance(claims["aud"], list) else [claims["aud"]]
-        if len(audiences) > 1 and claims.get("azp") != platform.client_id:
-            raise LtiRefused("an id_token for several audiences whose authorized party is not this tool")
-        if not secrets.compare_digest(str(claims["nonce"]), row["nonce"]):
-            raise LtiRefused("the id_token's nonce is not the one this login made")
+            claims = verified_claims(platform, token, row["nonce"])
+            return self._accepted(platform, claims)
+        except LtiRefused:
+            raise
+        except Exception as error:  # noqa: BLE001 (a claim of an unexpected shape: refused, not a 500)
+            raise LtiRefused(f"a launch the tool could not read: {type(error).__name__}: {error}") from None
+
+    def _accepted(self, platform, claims):
+        """The Launch of verified `claims`: who, as what, where to; its column recorded for passback."""
         deployment = claims.get(CLAIM + "deployment_id")
         if deployment not in platform.deployment_ids:
             raise LtiRefused(f"unknown deployment {deployment!r} of {platform.issuer}")
@@ -219,33 +220,61 @@ class Lti:
             raise LtiRefused(f"message type {kind!r}: only resource link and deep linking launches")
         if claims.get(CLAIM + "version") != VERSION:
             raise LtiRefused(f"LTI version {claims.get(CLAIM + 'version')!r}, not {VERSION}")
-        role = role_of(claims.get(CLAIM + "roles", []))
-        names = claims.get(NRPS_CLAIM)
-        members_url = names.get("context_memberships_url") if isinstance(names, dict) else ""
         context = claims.get(CLAIM + "context")
         context = str(context.get("id", "")) if isinstance(context, dict) else ""
+        if platform.contexts and context not in platform.contexts:
+            raise LtiRefused(f"a launch from the LMS course {context!r}, which lti.toml does not list for this"
+                             " platform", student="This tool is not set up for this course of your LMS: tell your TA.")
+        role, subject = role_of(claims.get(CLAIM + "roles", [])), str(claims["sub"])
+        names = claims.get(NRPS_CLAIM)
+        members_url = names.get("context_memberships_url") if isinstance(names, dict) else ""
         more = {"client_id": platform.client_id, "members_url": members_url if isinstance(members_url, str) else "",
                 "context": context}
+        student_id = self.store.lti_person(platform.issuer, subject, student_id_of(claims))
         if kind == DEEP_LINK:
-            return Launch(self.store.lti_person(platform.issuer, str(claims["sub"]), student_id_of(claims)), role, "",
-                          platform.issuer, str(claims["sub"]), deep_link_of(claims, role, platform, deployment), **more)
+            request = deep_link_of(claims, role, platform, deployment)
+            return Launch(student_id, role, "", platform.issuer, subject, request, **more)
         assignment = assignment_of(claims)
         if assignment and assignment not in self.assignments:
             raise LtiRefused(f"the link names the assignment {assignment!r}, which this service does not grade",
                              student="This link from your course names an assignment this service does not grade:"
                                      " tell your TA.")
-        student_id = self.store.lti_person(platform.issuer, str(claims["sub"]), student_id_of(claims))
-        grades = claims.get(AGS_CLAIM)
-        if assignment and isinstance(grades, dict) and SCORE_SCOPE in (grades.get("scope") or []):
-            # The link's gradebook column takes our scores: the one it names, else (a link made again,
-            # which reuses its column: deep_link_response) the one this course's columns hold for it.
-            column = grades.get("lineitem") if isinstance(grades.get("lineitem"), str) else None
-            if isinstance(grades.get("lineitems"), str):
-                column = self.store.lti_column(grades["lineitems"], assignment, column)
-            if column:
-                self.store.lti_add_target(column, str(claims["sub"]), platform.issuer, platform.client_id,
-                                          assignment, student_id)
-        return Launch(student_id, role, assignment, platform.issuer, str(claims["sub"]), **more)
+        if assignment:
+            self._record_column(platform, claims.get(AGS_CLAIM), subject, assignment, student_id)
+        return Launch(student_id, role, assignment, platform.issuer, subject, **more)
+
+    def _record_column(self, platform, grades, subject, assignment, student_id):
+        """Where the student's score goes: the column the link names, else (a link made again, which
+        reuses its column: deep_link_response) the one this LMS course's columns hold for it."""
+        if not isinstance(grades, dict) or SCORE_SCOPE not in (grades.get("scope") or []):
+            return
+        column = grades.get("lineitem") if isinstance(grades.get("lineitem"), str) else None
+        if isinstance(grades.get("lineitems"), str):
+            column = self.store.lti_column(grades["lineitems"], assignment, column)
+        if column:
+            self.store.lti_add_target(column, subject, platform.issuer, platform.client_id, assignment, student_id)
+
+
+def verified_claims(platform, token, nonce):
+    """The id_token's claims once its signature (RS256 alone, by the platform's key for its kid) and
+    every standard claim hold, else LtiRefused."""
+    try:
+        key = platform.signing_key(token)
+        claims = jwt.decode(token, key, algorithms=["RS256"], audience=platform.client_id,
+                            issuer=platform.issuer, leeway=LEEWAY,
+                            options={"require": ["exp", "iat", "iss", "aud", "sub", "nonce"]})
+    except jwt.PyJWKClientError as error:
+        raise LtiRefused(f"the platform's keys could not be had or do not sign this token ({error})") from None
+    except jwt.InvalidTokenError as error:
+        raise LtiRefused(f"the id_token is not valid: {type(error).__name__}: {error}") from None
+    audiences = claims["aud"] if isinstance(claims["aud"], list) else [claims["aud"]]
+    if (len(audiences) > 1 or "azp" in claims) and claims.get("azp") != platform.client_id:
+        raise LtiRefused("an id_token whose authorized party (azp) is not this tool")
+    if not secrets.compare_digest(str(claims["nonce"]).encode(), nonce.encode()):
+        raise LtiRefused("the id_token's nonce is not the one this login made")
+    if not isinstance(claims["sub"], str) or not claims["sub"].strip():
+        raise LtiRefused("an id_token without a subject (sub)")
+    return claims
 
 
 def deep_link_of(claims, role, platform, deployment):
@@ -255,8 +284,9 @@ def deep_link_of(claims, role, platform, deployment):
         raise LtiRefused("a deep linking request from someone who is not an instructor or TA",
                          student="Only an instructor or a TA can add this tool to the course.")
     settings = claims.get(DL_CLAIM + "deep_linking_settings")
-    if not isinstance(settings, dict) or not isinstance(settings.get("deep_link_return_url"), str):
-        raise LtiRefused("a deep linking request without deep_link_return_url")
+    if not isinstance(settings, dict) or not isinstance(settings.get("deep_link_return_url"), str) or not \
+            settings["deep_link_return_url"].startswith(("https://", "http://")):
+        raise LtiRefused("a deep linking request without an http(s) deep_link_return_url")
     if "ltiResourceLink" not in (settings.get("accept_types") or []):
         raise LtiRefused(f"a deep linking request that accepts no ltiResourceLink ({settings.get('accept_types')})")
     grades = claims.get(AGS_CLAIM)
@@ -310,7 +340,8 @@ def role_of(roles):
 def student_id_of(claims):
     """The id results are kept under: the LMS's SIS id for the person where it sends one (what a
     roster and `autograder export` use), else its own stable id for them (`sub`)."""
-    person = (claims.get("https://purl.imsglobal.org/spec/lti/claim/lis") or {}).get("person_sourcedid")
+    lis = claims.get("https://purl.imsglobal.org/spec/lti/claim/lis")
+    person = lis.get("person_sourcedid") if isinstance(lis, dict) else None
     for candidate in (person, claims.get("sub")):
         if isinstance(candidate, str) and SAFE_ID.fullmatch(candidate):
             return candidate

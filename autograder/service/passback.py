@@ -32,6 +32,25 @@ TIMEOUT = 15  # seconds for one request to the LMS
 LOG = logging.getLogger("autograder.service")
 
 
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args, **kwargs):
+        return None  # a redirect is an error: never a token sent on, nor a POST turned into a GET
+
+
+# Only http(s), and never following a redirect: the bearer token goes where the LMS's own claims say.
+OPENER = urllib.request.OpenerDirector()
+for _handler in (urllib.request.ProxyHandler, urllib.request.HTTPHandler, urllib.request.HTTPSHandler,
+                 urllib.request.HTTPErrorProcessor,
+                 urllib.request.HTTPDefaultErrorHandler, _NoRedirects):
+    OPENER.add_handler(_handler())
+
+
+def _open(request):
+    if urlsplit(request.full_url).scheme not in ("http", "https"):
+        raise RuntimeError(f"not an http(s) address: {request.full_url[:200]}")
+    return OPENER.open(request, timeout=TIMEOUT)
+
+
 class LtiScores(Output):
     """Queues each counted result's score for the LMS columns its student launched from: its
     autograded points (late penalty applied) out of the assignment's whole `out_of`, written
@@ -92,8 +111,10 @@ class Sender(threading.Thread):
             try:
                 self.send(row)
             except Exception as error:  # noqa: BLE001 (kept with why, tried again later)
-                pause = min(LONGEST_PAUSE, FIRST_PAUSE * 2 ** row["tries"])
-                self.store.lti_score_failed(row["id"], _brief(error), time.time() + pause)
+                if isinstance(error, urllib.error.HTTPError) and error.code == 401:
+                    self.tokens.clear()  # the LMS no longer takes its token: ask for a new one
+                pause = min(LONGEST_PAUSE, FIRST_PAUSE * 2 ** min(row["tries"], 16))
+                self.store.lti_score_failed(row["id"], row["version"], _brief(error), time.time() + pause)
             else:
                 self.store.lti_score_sent(row["id"], row["version"])
         due = self.store.lti_next_due()
@@ -108,7 +129,7 @@ class Sender(threading.Thread):
                            "timestamp": row["timestamp"]}).encode()
         request = urllib.request.Request(scores_url(row["lineitem"]), data=body, method="POST", headers={
             "Content-Type": SCORE_TYPE, "Authorization": f"Bearer {self.token(platform)}"})
-        with urllib.request.urlopen(request, timeout=TIMEOUT) as answer:
+        with _open(request) as answer:
             answer.read()
 
     def roster_of(self, platform, members_url):
@@ -119,7 +140,7 @@ class Sender(threading.Thread):
             request = urllib.request.Request(url, headers={
                 "Accept": "application/vnd.ims.lti-nrps.v2.membershipcontainer+json",
                 "Authorization": f"Bearer {self.token(platform, ROSTER_SCOPE)}"})
-            with urllib.request.urlopen(request, timeout=TIMEOUT) as answer:
+            with _open(request) as answer:
                 page, links = json.loads(answer.read()), answer.headers.get("Link", "")
             for member in page.get("members", []) if isinstance(page, dict) else []:
                 if not isinstance(member, dict) or member.get("status", "Active") != "Active":
@@ -134,8 +155,8 @@ class Sender(threading.Thread):
                 found.append((subject, student_id_of(claims), str(member.get("name", ""))[:200],
                               str(member.get("email", ""))[:200], role))
             following = [part.split(";")[0].strip(" <>") for part in links.split(",") if 'rel="next"' in part]
-            if not following:
-                return found
+            if not following or urlsplit(following[0]).netloc != urlsplit(members_url).netloc:
+                return found  # (a next page on another host is never asked: the token stays with the LMS)
             url = following[0]
         return found
 
@@ -149,7 +170,7 @@ class Sender(threading.Thread):
         request = urllib.request.Request(urlunsplit(parts._replace(query=query)), headers={
             "Accept": "application/vnd.ims.lis.v2.lineitemcontainer+json",
             "Authorization": f"Bearer {self.token(platform, COLUMNS_SCOPE)}"})
-        with urllib.request.urlopen(request, timeout=TIMEOUT) as answer:
+        with _open(request) as answer:
             columns = json.loads(answer.read())
         found = [c["id"] for c in columns if isinstance(c, dict) and c.get("resourceId") == assignment
                  and isinstance(c.get("id"), str)] if isinstance(columns, list) else []
@@ -170,7 +191,7 @@ class Sender(threading.Thread):
                           "client_assertion": assertion}).encode()
         request = urllib.request.Request(platform.token_url, data=form, method="POST",
                                          headers={"Content-Type": "application/x-www-form-urlencoded"})
-        with urllib.request.urlopen(request, timeout=TIMEOUT) as answer:
+        with _open(request) as answer:
             reply = json.loads(answer.read())
         token = reply.get("access_token")
         if not isinstance(token, str) or not token:

@@ -274,7 +274,8 @@ class Store:
         launch would map it (the first id seen for a person is kept)."""
         kept = []
         for subject, student_id, name, email, role in members:
-            kept.append((self.lti_person(issuer, subject, student_id), name, email, role))
+            if subject.strip():  # (a member without an id is nobody's)
+                kept.append((self.lti_person(issuer, subject, student_id), name, email, role))
         with self.write() as db:
             db.execute("DELETE FROM lti_roster WHERE issuer = ? AND context = ?", (issuer, context))
             db.executemany("INSERT OR REPLACE INTO lti_roster (issuer, context, student_id, name, email, role)"
@@ -302,12 +303,19 @@ class Store:
 
     def lti_person(self, issuer, subject, student_id):
         """The student id the LMS's person (issuer, subject) is graded as: the first one seen for them,
-        kept, so a changed SIS id never splits one student's results in two."""
+        kept, so a changed SIS id never splits one student's results in two. An id another person (of
+        another LMS, or another subject) holds already is never theirs: they get it with a suffix of
+        their own, so no launch can read or score as someone else."""
         with self.write() as db:
-            db.execute("INSERT OR IGNORE INTO lti_people (issuer, subject, student_id) VALUES (?, ?, ?)",
+            row = db.execute("SELECT student_id FROM lti_people WHERE issuer = ? AND subject = ?",
+                             (issuer, subject)).fetchone()
+            if row is not None:
+                return row["student_id"]
+            if db.execute("SELECT 1 FROM lti_people WHERE student_id = ?", (student_id,)).fetchone():
+                student_id = f"{student_id}-{_sha256(issuer + chr(0) + subject)[:8]}"
+            db.execute("INSERT INTO lti_people (issuer, subject, student_id) VALUES (?, ?, ?)",
                        (issuer, subject, student_id))
-            return db.execute("SELECT student_id FROM lti_people WHERE issuer = ? AND subject = ?",
-                              (issuer, subject)).fetchone()["student_id"]
+            return student_id
 
     def lti_record(self, outcome, issuer="", student_id="", detail=""):
         """One launch, "accepted" or "refused" (with why), for the TA."""
@@ -357,10 +365,11 @@ class Store:
             db.execute("UPDATE lti_scores SET sent_version = MAX(sent_version, ?), sent_at = ?, tries = 0, error = ''"
                        " WHERE id = ?", (version, stamp(), score_id))
 
-    def lti_score_failed(self, score_id, why, next_at):
+    def lti_score_failed(self, score_id, version, why, next_at):
+        """Score `score_id` (as its `version`) did not reach the LMS; a newer version queued meanwhile goes at once."""
         with self.write() as db:
-            db.execute("UPDATE lti_scores SET tries = tries + 1, error = ?, next_at = ? WHERE id = ?",
-                       (why[:500], next_at, score_id))
+            db.execute("UPDATE lti_scores SET tries = tries + 1, error = ?, next_at = ? WHERE id = ? AND version = ?",
+                       (why[:500], next_at, score_id, version))
 
     def lti_backlog(self, assignment=None):
         """The scores not in the LMS yet (with why the last try failed), for the TA."""
