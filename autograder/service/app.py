@@ -384,12 +384,17 @@ class Web:
                          assignment=self.assignments[row.assignment], row=row, view=view, due=due, position=1,
                          student=row.student_id, ta=True)
 
-    async def ta_regrade(self, request):
+    async def _ta_form(self, request):
+        """(Who, assignment) of a TA's form post from this service's own TA page, else Refused."""
         who, assignment = await self._signed_in(request, ta=True)
         form = await request.form(max_files=0, max_fields=2)
         _same_origin(request, "Reload the page and try again.")
         if not csrf_ok(self.service.secret, who.token_id, form.get("csrf")):
             raise Refused(403, "Reload the page and try again.")
+        return who, assignment
+
+    async def ta_regrade(self, request):
+        _, assignment = await self._ta_form(request)
         if self.regrading.get(assignment.name, "").startswith("running"):
             return RedirectResponse(f"/ta/{assignment.name}", 303)
         self.regrading[assignment.name] = "running since " + when(datetime.now(timezone.utc))
@@ -398,11 +403,7 @@ class Web:
 
     async def ta_lti_resend(self, request):
         """The TA's "send again now": every score of the assignment waiting for the LMS is due at once."""
-        who, assignment = await self._signed_in(request, ta=True)
-        form = await request.form(max_files=0, max_fields=2)
-        _same_origin(request, "Reload the page and try again.")
-        if not csrf_ok(self.service.secret, who.token_id, form.get("csrf")):
-            raise Refused(403, "Reload the page and try again.")
+        _, assignment = await self._ta_form(request)
         if self.service.passback is not None:
             await run_in_threadpool(self.service.store.lti_resend, assignment.name)
             self.service.passback.wake()
