@@ -471,7 +471,7 @@ class Web:
         if name not in self.assignments:  # (the page lists only real ones: this is no instructor's pick)
             raise Refused(404, "No such assignment here: add the tool from your course again.")
         assignment = self.assignments[name]
-        points = self.service.counting.records[name].lms_scores(self.service).out_of
+        points = self.service.counting.records[name].points_possible
         launch_url = tool_urls(str(request.base_url))["launch"]
         column = await run_in_threadpool(self._existing_column, pick, name)
         token = deep_link_response(self.lti.key, pick, name, assignment.title, launch_url, points,
@@ -490,10 +490,10 @@ class Web:
             count = store.lti_set_roster(launch.issuer, launch.context,
                                          self.service.passback.roster_of(platform, launch.members_url))
         except Exception as error:  # noqa: BLE001 (said in the record; the list stays as it was)
-            store.lti_record("accepted", launch.issuer, launch.student_id, "the LMS's roster could not be read"
+            store.lti_record("note", launch.issuer, launch.student_id, "the LMS's roster could not be read"
                              f" ({type(error).__name__}: {error})")
             return
-        store.lti_record("accepted", launch.issuer, launch.student_id, f"the LMS's roster: {count} members")
+        store.lti_record("note", launch.issuer, launch.student_id, f"the LMS's roster: {count} members")
 
     def _existing_column(self, pick, name):
         """The column the LMS course already has for assignment `name` (a link made again, or copied),
@@ -505,7 +505,7 @@ class Web:
             platform = self.lti.platform_for(pick["issuer"], pick["client_id"])
             column = self.service.passback.column_of(platform, pick["lineitems"], name)
         except Exception as error:  # noqa: BLE001 (said in the record; the link is still made)
-            self.service.store.lti_record("accepted", pick["issuer"], "", f"the LMS's columns could not be read"
+            self.service.store.lti_record("note", pick["issuer"], "", f"the LMS's columns could not be read"
                                           f" ({type(error).__name__}: {error}); the link gets a column of its own")
             return None
         return self.service.store.lti_column(pick["lineitems"], name, column) if column else None
@@ -513,9 +513,10 @@ class Web:
     def _send_counted(self, launch):
         """A score counted before the student first came from this link goes to its column now
         (queued as any other: unchanged scores are not sent twice)."""
-        result = self.service.counting.records[launch.assignment].folder.result(launch.student_id)
+        record = self.service.counting.records[launch.assignment]
+        result = record.folder.result(launch.student_id)
         if result is not None:
-            self.service.counting.records[launch.assignment].lms_scores(self.service).add(result)
+            record.lms.add(result)
 
     async def _lti_refused(self, request, refusal, issuer=""):
         """Record a refused login or launch for the TA, then refuse it (nobody is signed in)."""

@@ -65,13 +65,15 @@ class AssignmentRecord:
                 output.patience, output.reopen_after = GRADEBOOK_PATIENCE, GRADEBOOK_REOPEN
         self.problems = deque(maxlen=PROBLEMS_KEPT)  # (when, student, what): recording problems, for the TA
         self.dirty, self.changed, self.finished = False, 0.0, time.monotonic()
+        # Every graded cell's points, written answers too, as the LMS's column and the export count them
+        auto, self.written = grade_cells(self.source), manual_cells(self.source)
+        self.points_possible = round(sum(auto.values()) + sum(self.written.values()), 2)
+        self.lms = None  # the output that queues counted scores for the LMS (passback.py), where LTI is set up
 
-    def lms_scores(self, service):
-        """The output that queues this assignment's counted scores for the LMS (passback.py): out of
-        every graded cell's points, written answers too, as the LMS's column and the export count."""
-        auto, written = grade_cells(self.source), manual_cells(self.source)
-        return LtiScores(service.store, service.passback, out_of=round(sum(auto.values()) + sum(written.values()), 2),
-                         written=bool(written))
+    def send_to_lms(self, service):
+        """Queue this assignment's counted scores for the LMS columns they were launched from, from now on."""
+        self.lms = LtiScores(service.store, service.passback, out_of=self.points_possible, written=bool(self.written))
+        self.recorder.outputs.append(self.lms)
 
     def due_for(self, student_id):
         """The student's due date, their extension (the roster's) included; None without a late policy."""
@@ -183,7 +185,7 @@ class Counting:
         self.records = {a.name: AssignmentRecord(a, roster, service.root / "counted") for a in service.assignments}
         if service.passback is not None:  # each counted score also goes to the LMS columns it was launched from
             for record in self.records.values():
-                record.recorder.outputs.append(record.lms_scores(service))
+                record.send_to_lms(service)
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self._flushing, name="report", daemon=True)
 

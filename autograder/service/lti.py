@@ -155,10 +155,8 @@ class Lti:
         self.key = ToolKey(folder) if self.platforms else None
         self.store, self.assignments = store, set(assignments)
 
-    def platform_for(self, issuer, client_id):
-        return self._platform(issuer, client_id)
-
-    def _platform(self, issuer, client_id=""):
+    def platform_for(self, issuer, client_id=""):
+        """The one registered platform of `issuer` (and `client_id`, when given), else LtiRefused."""
         found = [p for p in self.platforms if p.issuer == issuer and (not client_id or p.client_id == client_id)]
         if len(found) != 1:
             raise LtiRefused(f"no single registered platform for issuer {issuer!r} and client id {client_id!r}"
@@ -170,7 +168,7 @@ class Lti:
         issuer, hint, target = params.get("iss", ""), params.get("login_hint", ""), params.get("target_link_uri", "")
         if not issuer or not hint or not target:
             raise LtiRefused("a login without iss, login_hint or target_link_uri")
-        platform = self._platform(issuer, params.get("client_id", ""))
+        platform = self.platform_for(issuer, params.get("client_id", ""))
         deployment = params.get("lti_deployment_id")
         if deployment and deployment not in platform.deployment_ids:
             raise LtiRefused(f"unknown deployment {deployment!r} of {issuer}")
@@ -201,7 +199,7 @@ class Lti:
                              " login left open)",
                              student="This link from your course has expired or was already used. Open the"
                                      " assignment from your course again.")
-        platform = self._platform(row["issuer"], row["client_id"])
+        platform = self.platform_for(row["issuer"], row["client_id"])
         try:
             claims = verified_claims(platform, token, row["nonce"])
             return self._accepted(platform, claims)

@@ -318,7 +318,7 @@ class Store:
             return student_id
 
     def lti_record(self, outcome, issuer="", student_id="", detail=""):
-        """One launch, "accepted" or "refused" (with why), for the TA."""
+        """One launch, "accepted" or "refused" (with why), or a "note" on what came of one, for the TA."""
         with self.write() as db:
             db.execute("INSERT INTO lti_launches (at, outcome, issuer, student_id, detail) VALUES (?, ?, ?, ?, ?)",
                        (stamp(), outcome, issuer[:300], student_id[:200], detail[:1000]))
