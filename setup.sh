@@ -29,6 +29,10 @@ command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || browser+=(nginx)  # (no
 if [ ${#browser[@]} -gt 0 ]; then
     apt_install "${browser[@]}" >/dev/null 2>&1 || echo "setup.sh: could not install ${browser[*]}; the tests that need them are skipped (the reverse-proxy tests fail under CI without nginx)" >&2
 fi
+# JupyterHub's proxy, for the Hub tests alone (tests/test_hub.py: skipped without it, failed under CI)
+if ! command -v configurable-http-proxy >/dev/null && command -v npm >/dev/null; then
+    "${sudo[@]}" npm install -g --silent configurable-http-proxy >/dev/null 2>&1 || echo "setup.sh: could not install configurable-http-proxy (npm); the Hub tests are skipped" >&2
+fi
 # torch first and pinned: the CPU wheel; anything unpinned would pull CUDA packages.
 python -m pip install --quiet --disable-pip-version-check "torch==2.13.0" numpy
 python -m pip install --quiet --disable-pip-version-check -e ".[test]"

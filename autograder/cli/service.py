@@ -14,6 +14,9 @@ from autograder.outputs.lms import RosterError, read_roster
 from autograder.untrusted import for_spreadsheet, for_terminal as shown
 
 
+HOST, PORT = "127.0.0.1", 8000
+
+
 def cmd_serve(args):
     """Grade notebooks as students submit them: web pages and a JSON API (service/app.py)."""
     if any(importlib.util.find_spec(name) is None for name in ("starlette", "uvicorn", "multipart")):
@@ -39,6 +42,11 @@ def cmd_serve(args):
     except RosterError as error:
         console.print(f"[red]autograder serve: {shown(error, None)}[/red]", highlight=False)
         return 2
+    try:
+        hub, path = _hub_and_path(args, course)
+    except ValueError as error:
+        console.print(f"[red]autograder serve: {shown(error, None)}[/red]", highlight=False)
+        return 2
     cluster = None
     if args.cluster:
         cluster = dask_scheduler(args)
@@ -48,7 +56,7 @@ def cmd_serve(args):
         isolation = require_sandbox(args.unsafe_no_sandbox)
     service = Service(course, chosen, jobs=args.jobs or os.cpu_count() or 1, roster=roster, isolation=isolation,
                       cluster=cluster).start()
-    base = f"http://{args.host}:{args.port}" if not args.uds else f"http://unix:{args.uds}:"
+    base = (f"http://{args.host}:{args.port}" if not args.uds else f"http://unix:{args.uds}:") + path
     console.print(f"Grading {', '.join(a.name for a in chosen)} on submit at {base} (course {course.root});"
                   " Ctrl-C stops it, and whatever is queued is graded when it starts again.", highlight=False)
     if args.demo:
@@ -61,13 +69,40 @@ def cmd_serve(args):
                       highlight=False)
     where = {"uds": args.uds} if args.uds else {"host": args.host, "port": args.port}
     try:
-        uvicorn.run(make_app(service, secure_cookies=args.secure_cookies), **where, log_level="warning",
+        uvicorn.run(make_app(service, secure_cookies=args.secure_cookies, base=path, hub=hub), **where, log_level="warning",
                     proxy_headers=bool(args.forwarded_allow_ips), forwarded_allow_ips=args.forwarded_allow_ips or None,
                     limit_concurrency=args.limit_concurrency, timeout_keep_alive=limits.KEEP_ALIVE,
                     log_config=limits.log_config())
     finally:
         service.close()
     return 0
+
+
+def _hub_and_path(args, course):
+    """(the service/hub.py Hub with --hub else None, the path the service is served under); ValueError
+    says what is wrong. A service the Hub starts is told its address (JUPYTERHUB_SERVICE_URL): it
+    listens there unless --host/--port say otherwise."""
+    path = args.base_url.rstrip("/")
+    if args.base_url and (not args.base_url.startswith("/") or "//" in args.base_url):
+        raise ValueError(f"--base-url is a path such as /grader, not {args.base_url!r}")
+    hub = None
+    if args.hub:
+        from urllib.parse import urlsplit  # (with --hub alone)
+
+        from autograder.service.hub import TA_SCOPE, Hub, HubError  # JupyterHub's library: an optional extra
+
+        try:
+            hub = Hub(course.root)
+        except HubError as error:
+            raise ValueError(f"--hub: {error}") from None
+        url, path = urlsplit(os.environ.get("JUPYTERHUB_SERVICE_URL", "")), hub.prefix
+        if args.port is None and url.port:
+            args.host, args.port = (url.hostname or args.host) if args.host == HOST else args.host, url.port
+        console.print(f"Students and TAs sign in through the Hub ({hub.prefix}/); TAs: members of"
+                      f" {', '.join(hub.settings.ta_groups) or 'no group (hub.toml names none)'}, or holders of"
+                      f" {TA_SCOPE}.", highlight=False)
+    args.port = PORT if args.port is None else args.port
+    return hub, path
 
 
 def _demo_service_course(course, args):
@@ -144,6 +179,24 @@ def cmd_tokens(args):
             scope = "every assignment" if row["assignment"] == COURSE else row["assignment"]
             console.print(f"  {shown(row['student_id'])} ({row['role']}, {scope}), issued {row['created_at'][:16]}",
                           highlight=False)
+    return 0
+
+
+def cmd_hub(args):
+    """`hub config`: the jupyterhub_config.py lines that run this course's service under the Hub, and
+    with --client-dir, the client a notebook imports to hand itself in (service/hub.py)."""
+    from autograder.service.hub import config_snippet  # the service's modules wait for its commands
+
+    course = course_of(args)
+    if args.client_dir:
+        folder = Path(args.client_dir)
+        folder.mkdir(parents=True, exist_ok=True)
+        client = Path(__file__).resolve().parents[1] / "service" / "client.py"
+        write_atomically(folder / "autograder_client.py", client.read_text(), mode=0o644)
+        console.print(f"# wrote {folder / 'autograder_client.py'}: every user's server imports it from there",
+                      highlight=False, markup=False)
+    console.print(config_snippet(course.root, args.url, args.port, args.name, args.group or (), args.ta_group or (),
+                                 args.client_dir), markup=False, highlight=False, soft_wrap=True)
     return 0
 
 
@@ -237,9 +290,16 @@ def cmd_prune(args):
 def add_commands(sub):
     p = sub.add_parser("serve", help="grade notebooks as students submit them: web pages and a JSON API")
     p.add_argument("assignments", nargs="*", metavar="ASSIGNMENT", help="the assignments to take (default: all)")
-    p.add_argument("--host", default="127.0.0.1", help="the address to listen on (default 127.0.0.1: put a TLS"
+    p.add_argument("--host", default=HOST, help="the address to listen on (default 127.0.0.1: put a TLS"
                                                        " reverse proxy in front for students, see docs/service.md)")
-    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--port", type=int, default=None, help=f"the port to listen on (default {PORT}; with --hub, the"
+                                                         " one the Hub gives in JUPYTERHUB_SERVICE_URL)")
+    p.add_argument("--base-url", default="", metavar="PATH",
+                   help="serve under this path (e.g. /grader, behind a proxy that keeps the path); --hub uses the"
+                        " Hub's /services/<name>")
+    p.add_argument("--hub", action="store_true",
+                   help="run as a JupyterHub service: students and TAs sign in through the Hub, and a notebook"
+                        " hands itself in with its server's Hub token (docs/service.md, \"From JupyterHub\")")
     p.add_argument("--uds", metavar="SOCKET", help="listen on this unix socket instead of --host/--port: only the"
                                                   " reverse proxy (and this machine's processes that may open the"
                                                   " file) reach the service (deploy/nginx/site.conf)")
@@ -271,6 +331,17 @@ def add_commands(sub):
     p.add_argument("--revoke", nargs="+", metavar="STUDENT", help="revoke every token of these students")
     p.add_argument("--list", action="store_true", help="list the active tokens (never their secrets)")
     p.set_defaults(func=cmd_tokens)
+    _add_lms_commands(sub)
+    p = sub.add_parser("prune", help="delete the service's stored uploads of attempts that no longer count")
+    p.add_argument("assignment")
+    p.add_argument("--older-than", type=float, default=0.0, metavar="DAYS",
+                   help="only uploads handed in more than DAYS days ago (default: any finished one)")
+    p.add_argument("--dry-run", action="store_true", help="say what would be deleted, delete nothing")
+    p.set_defaults(func=cmd_prune)
+
+
+def _add_lms_commands(sub):
+    """`hub` and `lti`: where the course already lives."""
     p = sub.add_parser("lti", help="register the service with an LMS as an LTI 1.3 tool (Canvas, Moodle)")
     p.add_argument("action", choices=["register", "roster"],
                    help="register: print what to paste into the LMS; with the platform's values, add it to the"
@@ -287,10 +358,15 @@ def add_commands(sub):
     p.add_argument("--token-url", help="the platform's OAuth 2 token endpoint, for sending grades back"
                                        " (Canvas: https://sso.canvaslms.com/login/oauth2/token)")
     p.set_defaults(func=cmd_lti)
-    p = sub.add_parser("prune", help="delete the service's stored uploads of attempts that no longer count")
-    p.add_argument("assignment")
-    p.add_argument("--older-than", type=float, default=0.0, metavar="DAYS",
-                   help="only uploads handed in more than DAYS days ago (default: any finished one)")
-    p.add_argument("--dry-run", action="store_true", help="say what would be deleted, delete nothing")
-    p.set_defaults(func=cmd_prune)
-
+    p = sub.add_parser("hub", help="run the service under JupyterHub: print the lines for jupyterhub_config.py")
+    p.add_argument("action", choices=["config"], help="config: print the Hub's configuration for this course's service")
+    p.add_argument("--url", default="http://127.0.0.1:8000",
+                   help="the Hub's address as the users' servers reach it (default http://127.0.0.1:8000)")
+    p.add_argument("--port", type=int, default=8765, help="the port the service listens on (default 8765)")
+    p.add_argument("--name", default="autograder", help="the service's name in the Hub (default autograder)")
+    p.add_argument("--group", nargs="+", metavar="GROUP",
+                   help="the Hub groups whose members may use the service (default: every Hub user)")
+    p.add_argument("--ta-group", nargs="+", metavar="GROUP", help="the Hub groups whose members are TAs")
+    p.add_argument("--client-dir", metavar="FOLDER",
+                   help="write autograder_client.py here and put it on every server's Python path")
+    p.set_defaults(func=cmd_hub)

@@ -8,6 +8,7 @@ student's attempts and what counts, and can regrade everyone after a check chang
 Every answer about a submission first checks that it is the asker's own: anything else is
 "not found", the same answer as for an id that does not exist.
 """
+import hmac
 import html
 import json
 import secrets
@@ -15,6 +16,7 @@ import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
+from urllib.parse import urlencode
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 from starlette.applications import Starlette
@@ -30,7 +32,8 @@ from autograder.course import utf8
 from autograder.outputs.feedback import _css, inline_code, layout_of
 from autograder.record import cell_in_words
 from autograder.record import read_result
-from autograder.service.guard import BodyLimit, RateLimit, TooLarge, csrf_ok, csrf_token
+from autograder.service.guard import BodyLimit, Prefix, RateLimit, TooLarge, csrf_ok, csrf_token, route_path
+from autograder.service.hub import LOOKUPS_PER_MINUTE as HUB_LOOKUPS_PER_MINUTE, STATE_COOKIE, page_of
 from autograder.service.lti import STATE_SECONDS, LtiRefused, deep_link_response, tool_urls
 from autograder.service.store import COURSE, ERROR, GRADED, REPLACED, STUDENT, TA
 from autograder.service.submit import Refused, take, when
@@ -65,25 +68,41 @@ def environment():
 class Web:
     """The handlers, around one Service (service/core.py)."""
 
-    def __init__(self, service, secure_cookies=False):
+    def __init__(self, service, secure_cookies=False, base="", hub=None):
+        """`base`: the path the service is served under ("" at the root; a Hub service's
+        /services/<name>); `hub`: a service/hub.py Hub when students sign in through JupyterHub."""
         self.service, self.secure = service, secure_cookies
+        self.base, self.hub = base, hub
+        self.cookie_path = base + "/"  # the sign-in cookie goes to this service alone, not to the rest of the Hub
         self.assignments = {a.name: a for a in service.assignments}
         self.layouts = {a.name: layout_of(service.counting.records[a.name].source) for a in service.assignments}
         self.visibility = {a.name: Visibility.of(a) for a in service.assignments}
         self.rates = RateLimit()
         self.env = environment()
+        self.env.globals["base"] = base  # every link of every page starts with it
         self.regrading = {}  # assignment -> what the last regrade said
         self.lti = service.lti  # LTI 1.3 (lti.py): the platforms of the course's lti.toml, the tool's key
 
     # -- who is asking -------------------------------------------------------------------------
     def _who(self, request, api):
         token = None
-        header = request.headers.get("authorization", "")
-        if header.lower().startswith("bearer "):
-            token = header[7:].strip()
+        scheme, _, given = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() in ("bearer", "token"):  # ("token": as JupyterHub's own clients send theirs)
+            token = given.strip()
         elif not api:
             token = request.cookies.get(COOKIE)
-        return self.service.store.who(token) if token else None
+        if not token:
+            return None
+        who = self.service.store.who(token)
+        if who is None and self.hub is not None:  # a Hub token: the Hub says whose (hub.py), within a rate
+            who = self.hub.who(token, lambda: self._within(f"hub:{_address(request)}", HUB_LOOKUPS_PER_MINUTE))
+        return who
+
+    def signed_in(self, response, token):
+        """`response`, signing its browser in with `token` (the service's own or a Hub's)."""
+        response.set_cookie(COOKIE, token, httponly=True, samesite="strict", secure=self.secure,
+                            max_age=180 * 24 * 3600, path=self.cookie_path)
+        return response
 
     async def who(self, request, api=True):
         """The Who of a valid token within its rate; else Refused (signing in is one dependency:
@@ -94,7 +113,7 @@ class Web:
             if api:
                 raise Refused(401, "Give your token: Authorization: Bearer <token>.",
                               headers={"WWW-Authenticate": "Bearer"})
-            raise Refused(303, "Sign in first.", redirect="/")
+            raise Refused(303, "Sign in first.", redirect=self.sign_in_path(request))
         # a course-wide token: the most any of its assignments allows (each keeps its other rules)
         rates = [a.config.service.requests_per_minute for name, a in self.assignments.items() if who.may(name)]
         self._within(f"token:{who.token_id}", max(rates) if rates else 60)
@@ -271,7 +290,46 @@ class Web:
         who = await run_in_threadpool(self._who, request, False)
         if who is not None:
             return self._landing(who)
+        if self.hub is not None:  # signed in by the Hub, never by a pasted token
+            return RedirectResponse(self.sign_in_path(request), 303)
         return self.page("home.html.j2", title="Hand in your notebook")
+
+    def sign_in_path(self, request):
+        """Where a browser that is not signed in goes: the start page, or the Hub's sign-in, back to here."""
+        if self.hub is None:
+            return self.base + "/"
+        return f"{self.base}/hub-login?{urlencode({'next': request.url.path})}"
+
+    async def hub_login(self, request):
+        """The Hub's OAuth sign-in (hub.py): a state bound to this browser by a cookie, then the Hub."""
+        if self.hub is None:
+            raise Refused(404, "This service does not sign in through JupyterHub.")
+        url, state = self.hub.start(page_of(self.base, request.query_params.get("next", "")))
+        response = RedirectResponse(url, 302)
+        response.set_cookie(STATE_COOKIE, state, max_age=STATE_SECONDS, httponly=True, samesite="lax",
+                            secure=self.secure, path=self.cookie_path)
+        return response
+
+    async def hub_callback(self, request):
+        """The Hub's answer: its code for the user's token, if the state is the one this browser started."""
+        if self.hub is None:
+            raise Refused(404, "This service does not sign in through JupyterHub.")
+        code, state = request.query_params.get("code", ""), request.query_params.get("state", "")
+        kept = request.cookies.get(STATE_COOKIE, "")
+        if request.query_params.get("error"):
+            raise Refused(403, "JupyterHub did not sign you in to the grading service"
+                               f" ({request.query_params['error']}). Ask your TA for access.")
+        if not code or not state or not hmac.compare_digest(state, kept) or not self.hub.known_state(state):
+            raise Refused(400, "This sign-in did not start in this browser or has expired: open the grading"
+                               " service's page again.")
+        try:
+            token, next_path = await run_in_threadpool(self.hub.finish, code, state)
+        except Exception:  # noqa: BLE001 (the Hub refused the code or is away: said, and logged by HubAuth)
+            raise Refused(502, "JupyterHub did not confirm this sign-in: open the grading service's page"
+                               " again.") from None
+        response = self.signed_in(RedirectResponse(next_path, 303), token)
+        response.delete_cookie(STATE_COOKIE, path=self.cookie_path)
+        return response
 
     def _landing(self, who):
         """Where a signed-in token goes: its assignment's page, or with a course-wide token for
@@ -279,7 +337,7 @@ class Web:
         mine = [a for name, a in self.assignments.items() if who.may(name)]
         kind = "ta" if who.role == TA else "assignments"
         if len(mine) == 1:
-            return RedirectResponse(f"/{kind}/{mine[0].name}", 303)
+            return RedirectResponse(f"{self.base}/{kind}/{mine[0].name}", 303)
         return self.page("home.html.j2", title="Your assignments", mine=mine, kind=kind, student=who.student_id)
 
     async def login(self, request):
@@ -296,15 +354,12 @@ class Web:
                              error="That token is not valid (or no longer). Ask your TA for your personal link.")
         mine = [name for name in self.assignments if who.may(name)]
         target = f"/{'ta' if who.role == TA else 'assignments'}/{mine[0]}" if len(mine) == 1 else "/"
-        response = RedirectResponse(target, 303)  # the token leaves the address bar at once
-        response.set_cookie(COOKIE, token, httponly=True, samesite="strict", secure=self.secure,
-                            max_age=180 * 24 * 3600)
-        return response
+        return self.signed_in(RedirectResponse(self.base + target, 303), token)  # the token leaves the address bar
 
     async def logout(self, request):
         _same_origin(request, "Sign out from this site's own page.")  # another site's page cannot sign a student out
-        response = RedirectResponse("/", 303)
-        response.delete_cookie(COOKIE)
+        response = RedirectResponse(self.hub.logout_url if self.hub else self.base + "/", 303)
+        response.delete_cookie(COOKIE, path=self.cookie_path)
         return response
 
     async def _signed_in(self, request, ta=False):
@@ -335,9 +390,9 @@ class Web:
         except Refused as refused:
             counted = refused.extra.get("counted")
             if counted and self._own(who, counted) is not None:  # attempts used up: show what counts
-                return RedirectResponse(f"/submissions/{counted}?used_up=1", 303)
+                return RedirectResponse(f"{self.base}/submissions/{counted}?used_up=1", 303)
             return await self.assignment_page(request, error=refused.message, status=refused.status)
-        return RedirectResponse(f"/submissions/{row.id}", 303)
+        return RedirectResponse(f"{self.base}/submissions/{row.id}", 303)
 
     async def submission_page(self, request):
         who = await self.who(request, api=False)
@@ -396,10 +451,10 @@ class Web:
     async def ta_regrade(self, request):
         _, assignment = await self._ta_form(request)
         if self.regrading.get(assignment.name, "").startswith("running"):
-            return RedirectResponse(f"/ta/{assignment.name}", 303)
+            return RedirectResponse(f"{self.base}/ta/{assignment.name}", 303)
         self.regrading[assignment.name] = "running since " + when(datetime.now(timezone.utc))
         threading.Thread(target=self._regrade, args=(assignment,), daemon=True).start()
-        return RedirectResponse(f"/ta/{assignment.name}", 303)
+        return RedirectResponse(f"{self.base}/ta/{assignment.name}", 303)
 
     async def ta_lti_resend(self, request):
         """The TA's "send again now": every score of the assignment waiting for the LMS is due at once."""
@@ -407,7 +462,7 @@ class Web:
         if self.service.passback is not None:
             await run_in_threadpool(self.service.store.lti_resend, assignment.name)
             self.service.passback.wake()
-        return RedirectResponse(f"/ta/{assignment.name}", 303)
+        return RedirectResponse(f"{self.base}/ta/{assignment.name}", 303)
 
     def _regrade(self, assignment):
         from autograder.service.regrade import regrade
@@ -453,12 +508,10 @@ class Web:
         target = f"/{'ta' if role == TA else 'assignments'}/{launch.assignment}" if launch.assignment else "/"
         # The launch is a cross-site POST: a strict cookie set now is sent only with a navigation this
         # site starts, so this page starts it (a redirect would still count as the LMS's navigation).
-        target = html.escape(target)  # (an assignment's name, checked: escaped all the same)
-        response = HTMLResponse(f'<!doctype html><meta http-equiv="refresh" content="0;url={target}">'
-                                f'<title>Signed in</title><p>Signed in. <a href="{target}">Continue</a></p>')
-        response.set_cookie(COOKIE, token, httponly=True, samesite="strict", secure=self.secure,
-                            max_age=180 * 24 * 3600)
-        return response
+        target = html.escape(self.base + target)  # (an assignment's name, checked: escaped all the same)
+        return self.signed_in(HTMLResponse(f'<!doctype html><meta http-equiv="refresh" content="0;url={target}">'
+                                           f'<title>Signed in</title><p>Signed in. <a href="{target}">Continue</a></p>'),
+                              token)
 
     async def lti_deep_link(self, request):
         """The instructor's pick: the signed deep-linking response, posted back to the LMS by the page."""
@@ -560,7 +613,7 @@ async def answer_refused(request, refusal):
     """Every refusal, answered in one place: JSON on the API, a page (or a redirect) elsewhere."""
     if refusal.redirect:
         return RedirectResponse(refusal.redirect, 303)
-    if request.url.path.startswith("/api/"):
+    if route_path(request.scope).startswith("/api/"):
         return JSONResponse({"error": refusal.message, **refusal.extra}, refusal.status, headers=refusal.headers)
     page = request.app.state.web.page("message.html.j2", refusal.status, title=TITLES.get(refusal.status, "Refused"),
                                       message=refusal.message)
@@ -597,6 +650,7 @@ ROUTES = [
     ("/openapi.json", "openapi", ["GET"], "anyone"),
     ("/client.py", "client", ["GET"], "anyone"),
     ("/healthz", "health", ["GET"], "anyone"),
+    ("/hub-login", "hub_login", ["GET"], "anyone"),
     ("/lti/login", "lti_login", ["GET", "POST"], "anyone"),
     ("/lti/launch", "lti_launch", ["POST"], "anyone"),
     ("/lti/deep-link", "lti_deep_link", ["POST"], "anyone"),
@@ -604,24 +658,29 @@ ROUTES = [
 ]
 
 
-def make_app(service, secure_cookies=False):
-    """The Starlette application for a started Service."""
-    web = Web(service, secure_cookies)
+def make_app(service, secure_cookies=False, base="", hub=None):
+    """The Starlette application for a started Service, served under the path `base` ("": the root),
+    its students signed in by `hub` (a service/hub.py Hub) as well as by their tokens."""
+    base = hub.prefix if hub is not None else base.rstrip("/")
+    web = Web(service, secure_cookies, base, hub)
     limits = {a.name: a.config.service.max_upload_mb * 2**20 + 64 * 1024 for a in service.assignments}
 
-    def limit_of(path):
-        parts = path.strip("/").split("/")
+    def limit_of(scope):
+        parts = route_path(scope).strip("/").split("/")
         if len(parts) >= 3 and parts[0] in ("api", "assignments"):
             name = parts[2] if parts[0] == "api" else parts[1]
             return limits.get(name, min(limits.values(), default=1 << 20))
         return 64 * 1024  # a login or a regrade: a form of a few fields
 
-    unlisted = ("openapi", "client", "health", "lti_login", "lti_launch", "lti_jwks", "lti_deep_link",
+    unlisted = ("openapi", "client", "health", "hub_login", "lti_login", "lti_launch", "lti_jwks", "lti_deep_link",
                 "ta_lti_resend")  # not the students' API
     routes = [Route(path, getattr(web, handler), methods=methods, name=handler,
                     include_in_schema=handler not in unlisted)
               for path, handler, methods, _ in ROUTES]
-    app = Starlette(routes=routes, middleware=[Middleware(BodyLimit, limit_of=limit_of)],
+    if hub is not None:  # the Hub's callback path, as the Hub was told it
+        routes.append(Route(hub.callback_path[len(base):], web.hub_callback, methods=["GET"], name="hub_callback",
+                            include_in_schema=False))
+    app = Starlette(routes=routes, middleware=[Middleware(Prefix, base=base), Middleware(BodyLimit, limit_of=limit_of)],
                     exception_handlers={Refused: answer_refused, Exception: _server_error})
     app.state.web = web
     return app

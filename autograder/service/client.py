@@ -10,6 +10,11 @@ notebook cell:
     from autograder_client import hand_in
     hand_in("https://grader.example.edu", "ASSIGNMENT", "my_notebook.ipynb", token="...")
 
+On the course's JupyterHub, where the service's address and your Hub token are already set:
+
+    from autograder_client import hand_in_here
+    hand_in_here("ASSIGNMENT", "my_notebook.ipynb")
+
 It sends the notebook, waits while it is graded and prints what you may see of the result.
 The service also serves this file at /client.py. It imports nothing but the standard library.
 """
@@ -126,6 +131,18 @@ def hand_in(base, assignment, path, token=None, quiet=False):
     if not quiet:
         print(describe(answer))
     return answer
+
+
+def hand_in_here(assignment, notebook):
+    """From a notebook on the course's JupyterHub: the service's address is in AUTOGRADER_URL (the
+    Hub's configuration sets it) and your server's own Hub token signs you in, so no token is asked
+    for. Save the notebook first: what is on disk is what is handed in."""
+    base = os.environ.get("AUTOGRADER_URL")
+    token = os.environ.get("AUTOGRADER_TOKEN") or os.environ.get("JUPYTERHUB_API_TOKEN")
+    if not base or not token:
+        raise HandInError("this is not a server of the course's JupyterHub (AUTOGRADER_URL or JUPYTERHUB_API_TOKEN"
+                          " is not set): use hand_in(url, assignment, notebook, token=...) instead")
+    return hand_in(base, assignment, notebook, token)
 
 
 def main(argv=None):

@@ -16,12 +16,43 @@ import time
 from collections import defaultdict, deque
 
 
+def route_path(scope):
+    """A request's path below the prefix the service is served under (Prefix)."""
+    base = scope.get("root_path", "")
+    return scope["path"][len(base):] if base and scope["path"].startswith(base) else scope["path"]
+
+
+class Prefix:
+    """Serve the app under the path `base` (a Hub service's /services/<name>, or a reverse proxy's
+    folder): a request below it is routed by the rest of its path (ASGI's root_path, which also
+    starts every URL the app builds); anything else is not this service's and is not found."""
+
+    def __init__(self, app, base):
+        self.app, self.base = app, base
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or not self.base:
+            return await self.app(scope, receive, send)
+        path = scope["path"]
+        if path == self.base:  # the bare prefix: its start page
+            return await _answer(send, 302, b"", [(b"location", (self.base + "/").encode())])
+        if not path.startswith(self.base + "/"):
+            return await _answer(send, 404, b'{"error": "Not found."}', [(b"content-type", b"application/json")])
+        await self.app({**scope, "root_path": self.base}, receive, send)
+
+
+async def _answer(send, status, body, headers):
+    await send({"type": "http.response.start", "status": status,
+                "headers": [*headers, (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
+
+
 class TooLarge(Exception):
     """The request's body is over the limit."""
 
 
 class BodyLimit:
-    """Refuse POST bodies over `limit_of(path)` bytes (None: no limit for that path). A limit is the
+    """Refuse POST bodies over `limit_of(scope)` bytes (None: no limit for that path). A limit is the
     assignment's whole megabytes plus a little for the form around the notebook."""
 
     def __init__(self, app, limit_of):
@@ -30,7 +61,7 @@ class BodyLimit:
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http" or scope["method"] != "POST":
             return await self.app(scope, receive, send)
-        limit = self.limit_of(scope["path"])
+        limit = self.limit_of(scope)
         if limit is None:
             return await self.app(scope, receive, send)
         headers = dict(scope.get("headers") or [])
