@@ -642,3 +642,64 @@ def test_a_student_id_another_person_holds_is_never_given_to_a_second_one(tmp_pa
     assert other != "ada" and other.startswith("ada-")
     assert store.lti_person("https://canvas.example", "ada-sub", "renamed") == "ada"  # kept for the first
     assert store.lti_person("https://moodle.example", "m-17", "ada") == other
+
+
+@pytest.mark.slow  # (the LMS stays down for a whole minute; last in this file: it changes a check's weight)
+def test_a_regrade_reaches_the_column_and_a_minute_of_the_lms_down_loses_nothing(lms):
+    """Issue 46's done-when: a regrade updates the LMS's column; with the platform down for a minute,
+    the TA page shows the backlog and every score arrives afterwards by itself (no resend), equal to
+    what `autograder export` gives the same students."""
+    import csv
+
+    from test_reruns import reweigh
+
+    served, platform, keys, _ = lms
+    column = f"{keys.url}/api/lti/courses/3/line_items/50"
+    students = {"rg1": "ben", "rg2": "cy", "rg3": "ada"}
+    for student, answer in students.items():
+        status, _, headers = launch(served, platform, user=f"{student}-sub", sourcedid=student, lineitem=column)
+        assert status == 200
+        served.tokens[student] = cookie_of(headers).split("=", 1)[1]
+        wait_graded(served, student, submit(served, student, notebook_bytes(example(answer)))[1]["id"])
+    first = {student: scores_for(keys, f"{student}-sub", 1)[-1]["scoreGiven"] for student in students}
+    keys.down, went_down = True, time.monotonic()
+    reweigh(served.course, 9)  # a check's weight changed: the TA regrades everyone
+    _, _, headers = launch(served, platform, user="tim-sub", roles=(INSTRUCTOR,), sourcedid="tim")
+    ta = cookie_of(headers)
+    page = request(f"{served.base}/ta/{ASSIGNMENT}", cookie=ta)[1]
+    csrf = page.split('name="csrf" value="', 1)[1].split('"', 1)[0]  # the first form's: regrade
+    status, _, _ = request(f"{served.base}/ta/{ASSIGNMENT}/regrade", data=urlencode({"csrf": csrf}).encode(),
+                           content_type="application/x-www-form-urlencoded", cookie=ta)
+    assert status == 303
+    deadline = time.monotonic() + 300
+    while "done at" not in (page := request(f"{served.base}/ta/{ASSIGNMENT}", cookie=ta)[1]):
+        assert "failed" not in page and time.monotonic() < deadline, page[-2000:]
+        time.sleep(0.5)
+    moved = {s for s in students if json.loads((served.course / "graded" / ASSIGNMENT / f"{s}.json").read_text())[
+        "score"] != pytest.approx(first[s])}
+    assert moved and moved != set(students), moved  # (the answer that passes the check keeps its score)
+    store = Store(served.course / "service" / "service.db")
+    deadline = time.monotonic() + 30
+    while not moved <= {row["student_id"] for row in store.lti_backlog(ASSIGNMENT) if row["error"]}:
+        assert time.monotonic() < deadline, store.lti_backlog(ASSIGNMENT)
+        time.sleep(0.5)
+    page = request(f"{served.base}/ta/{ASSIGNMENT}", cookie=ta)[1]
+    assert "waits" in page and "HTTP 503 from the LMS" in page  # the TA sees the backlog
+    time.sleep(max(0.0, 60 - (time.monotonic() - went_down)))
+    keys.down = False  # back after a minute: the retries (5 s, 10 s, 20 s, 40 s, ...) send it all
+    deadline = time.monotonic() + 120
+    while store.lti_backlog(ASSIGNMENT):
+        assert time.monotonic() < deadline, store.lti_backlog(ASSIGNMENT)
+        time.sleep(0.5)
+    out = served.course / "final.csv"
+    done = cli("export", "csv", ASSIGNMENT, "--course", served.course, "--out", out)
+    # (exit 1: no final grade yet, the written answers wait for formgrader; the file has the points so far)
+    assert done.returncode == 1 and "still to grade in formgrader" in done.stdout, done.stdout + done.stderr
+    with open(out, newline="") as handle:
+        exported = {row["student_id"]: row for row in csv.DictReader(handle)}
+    for student in students:
+        last = [score for path, score in keys.scores if "/line_items/50/" in path and score["userId"] == f"{student}-sub"]
+        assert len(last) == (2 if student in moved else 1), (student, last)  # a score the column has is not resent
+        row = exported[student]  # (no late penalty here: the score sent is the autograded part, out of all points)
+        assert last[-1]["scoreGiven"] == pytest.approx(float(row["autograded"]) - float(row["late_penalty"] or 0)), row
+        assert last[-1]["scoreMaximum"] == pytest.approx(float(row["out_of"])), row
