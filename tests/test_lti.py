@@ -644,6 +644,65 @@ def test_a_student_id_another_person_holds_is_never_given_to_a_second_one(tmp_pa
     assert store.lti_person("https://moodle.example", "m-17", "ada") == other
 
 
+def grade_written_answers(course, student, timeout=60):
+    """A TA's full points for `student`'s written answers, as formgrader saves them (nbgrader's gradebook),
+    once the service has put the submission there (at its quiet-time finish)."""
+    import nbformat
+    from nbgrader.api import Gradebook, MissingEntry
+
+    from autograder.grading.notebook import manual_cells
+    from autograder.outputs.gradebook_db import gradebook_url
+
+    written = manual_cells(nbformat.read(course / "source" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", as_version=4))
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with Gradebook(gradebook_url(course)) as gradebook:
+                notebook = gradebook.find_submission_notebook(ASSIGNMENT, ASSIGNMENT, student)
+                for grade in notebook.grades:
+                    if grade.name in written:
+                        grade.manual_score = written[grade.name]
+                gradebook.db.commit()
+                return sum(written.values())
+        except MissingEntry:
+            assert time.monotonic() < deadline, f"{student} never reached the gradebook"
+            time.sleep(0.5)
+
+
+@pytest.mark.slow
+def test_final_grades_after_formgrader_go_to_the_column_as_fully_graded(lms):
+    """The autograded part goes while written answers wait (PendingManual); once a TA has graded them in
+    formgrader, `autograder lti send` sends the final grade, FullyGraded, equal to `autograder export`'s."""
+    import csv
+
+    served, platform, keys, _ = lms
+    column = f"{keys.url}/api/lti/courses/4/line_items/60"
+    for student in ("fg1", "fg2"):
+        status, _, headers = launch(served, platform, user=f"{student}-sub", sourcedid=student, lineitem=column)
+        assert status == 200
+        served.tokens[student] = cookie_of(headers).split("=", 1)[1]
+        wait_graded(served, student, submit(served, student, notebook_bytes(example("ben")))[1]["id"])
+        assert scores_for(keys, f"{student}-sub", 1)[-1]["gradingProgress"] == "PendingManual"
+    written = grade_written_answers(served.course, "fg1")  # fg2's written answers still wait
+    done = cli("lti", "send", ASSIGNMENT, "--course", served.course)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 final grade(s)" in done.stdout and "every score is in the LMS" in done.stdout, done.stdout
+    out = served.course / "final-fg.csv"
+    cli("export", "csv", ASSIGNMENT, "--course", served.course, "--out", out)
+    with open(out, newline="") as handle:
+        exported = {row["student_id"]: row for row in csv.DictReader(handle)}
+    fg1, fg2 = scores_for(keys, "fg1-sub", 2), scores_for(keys, "fg2-sub", 1)
+    assert len(fg1) == 2 and fg1[-1]["gradingProgress"] == "FullyGraded", fg1
+    assert fg1[-1]["scoreGiven"] == pytest.approx(float(exported["fg1"]["total"])) == pytest.approx(
+        fg1[0]["scoreGiven"] + written)
+    assert len(fg2) == 1 and exported["fg2"]["status"] == "needs grading"  # unchanged: nothing sent again
+    done = cli("lti", "send", ASSIGNMENT, "--course", served.course)  # again: nothing new to send
+    assert done.returncode == 0 and "0 final grade(s)" in done.stdout, done.stdout
+    # a resubmission's autograded part never replaces the final grade in the column (send again for that)
+    wait_graded(served, "fg1", submit(served, "fg1", notebook_bytes(example("cy")))[1]["id"])
+    assert len(scores_for(keys, "fg1-sub", 3, timeout=3)) == 2
+
+
 @pytest.mark.slow  # (the LMS stays down for a whole minute; last in this file: it changes a check's weight)
 def test_a_regrade_reaches_the_column_and_a_minute_of_the_lms_down_loses_nothing(lms):
     """Issue 46's done-when: a regrade updates the LMS's column; with the platform down for a minute,

@@ -208,6 +208,8 @@ def cmd_lti(args):
     course = course_of(args)
     if args.action == "roster":
         return _lti_roster(course, args)
+    if args.action == "send":
+        return _lti_send(course, args)
     if not args.url:
         raise CourseError("give --url, the service's public address (https://...), as students reach it")
     given = [args.issuer, args.client_id, args.deployment, args.login_url, args.keys_url]
@@ -241,6 +243,38 @@ def cmd_lti(args):
                   " the key's client id, the deployment id; Moodle: its Tool configuration details) to add it to"
                   " lti.toml.", highlight=False)
     return 0
+
+
+def _lti_send(course, args):
+    """`lti send ASSIGNMENT...`: the final grades (written answers from formgrader included) to the LMS
+    columns the students launched from, sent now; what could not be sent waits in the service's queue."""
+    from autograder.runs.finalgrades import assignment_grades  # nbgrader's gradebook (0.2 s)
+    from autograder.service.lti import Lti  # PyJWT, of the service extra (as cmd_lti)
+    from autograder.service.passback import Sender, queue_final_grades
+    from autograder.service.store import Store  # (as in cmd_tokens)
+
+    if not args.assignments:
+        raise CourseError("name the assignments whose final grades go to the LMS: autograder lti send ASSIGNMENT ...")
+    database = course.root / "service" / "service.db"
+    if not database.exists():
+        raise CourseError("no service has run in this course: its students have no LMS columns yet")
+    chosen = [course.assignment(name) for name in args.assignments]
+    store = Store(database)
+    lti = Lti(course.root, course.root / "service", store, [a.name for a in chosen])
+    if not lti.platforms:
+        raise CourseError("the course's lti.toml names no platform (autograder lti register)")
+    for assignment in chosen:
+        queued = queue_final_grades(store, assignment_grades(assignment)[0])
+        console.print(f"{assignment.name}: {queued['final']} final grade(s) and {queued['so far']} score(s) still"
+                      " waiting for written answers queued for the LMS", highlight=False)
+    Sender(store, lti).send_due()  # now, in this process; a running service's sender takes what is left
+    waiting = [row for a in chosen for row in store.lti_backlog(a.name)]
+    for row in waiting:
+        console.print(f"[yellow]{shown(row['student_id'])} ({row['assignment']}) waits: {shown(row['error'] or 'not due yet')}"
+                      "[/yellow]", highlight=False)
+    console.print(f"{'every score is in the LMS' if not waiting else f'{len(waiting)} wait'}; the TA page lists any"
+                  " that wait, and `autograder serve` sends them again by itself", highlight=False)
+    return 1 if waiting else 0
 
 
 def _lti_roster(course, args):
@@ -343,9 +377,11 @@ def add_commands(sub):
 def _add_lms_commands(sub):
     """`hub` and `lti`: where the course already lives."""
     p = sub.add_parser("lti", help="register the service with an LMS as an LTI 1.3 tool (Canvas, Moodle)")
-    p.add_argument("action", choices=["register", "roster"],
+    p.add_argument("action", choices=["register", "roster", "send"],
                    help="register: print what to paste into the LMS; with the platform's values, add it to the"
-                        " course's lti.toml. roster: write the LMS course's students (--out) as a roster CSV")
+                        " course's lti.toml. roster: write the LMS course's students (--out) as a roster CSV."
+                        " send: the assignments' final grades (written answers from formgrader too) to the LMS")
+    p.add_argument("assignments", nargs="*", metavar="ASSIGNMENT", help="send: the assignments whose grades go")
     p.add_argument("--url", help="register: the service's public address (https://...), as students reach it")
     p.add_argument("--out", metavar="FILE", help="roster: the CSV to write (student_id,name,email)")
     p.add_argument("--issuer", help="the platform's issuer (Canvas: https://canvas.instructure.com)")

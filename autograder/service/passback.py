@@ -73,6 +73,26 @@ class LtiScores(Output):
             self.sender.wake()
 
 
+def queue_final_grades(store, grades):
+    """Queue `grades`' (final.AssignmentGrades) grades for the LMS columns their students launched
+    from: a final grade (written answers graded in formgrader, extra credit and late penalty
+    counted) as FullyGraded; points so far as PendingManual while written answers wait. Returns
+    {"final": n, "so far": n} of the scores queued (one already in a column is not queued again)."""
+    from autograder.outputs import final  # (the final grade, as `autograder export` adds it up)
+
+    queued = {"final": 0, "so far": 0}
+    for grade in grades.grades.values():
+        if grade.total is not None:
+            kind, points, progress = "final", grade.total, "FullyGraded"
+        elif grade.status == final.NEEDS_GRADING:
+            kind, points, progress = "so far", max(0.0, grade.points_so_far), "PendingManual"
+        else:
+            continue  # nothing handed in, or not graded yet: nothing to send
+        queued[kind] += bool(store.lti_queue_score(grades.name, grade.student_id, float(points),
+                                                   float(grades.out_of), _now(), progress))
+    return queued
+
+
 def scores_url(lineitem):
     """`<lineitem>/scores`, the line item's query string kept (Canvas's and Moodle's carry one)."""
     parts = urlsplit(lineitem)

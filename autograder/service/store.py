@@ -341,6 +341,8 @@ class Store:
                                  (target["lineitem"], target["subject"])).fetchone()
                 if row is not None and (row["score"], row["maximum"], row["progress"]) == (score, maximum, progress):
                     continue
+                if row is not None and row["progress"] == "FullyGraded" and progress == "PendingManual":
+                    continue  # a final grade (`lti send`, written answers counted) is never replaced by a part of it
                 db.execute("INSERT INTO lti_scores (lineitem, subject, issuer, client_id, assignment, student_id,"
                            " score, maximum, timestamp, progress) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT"
                            " (lineitem, subject) DO UPDATE SET score = excluded.score, maximum = excluded.maximum,"
