@@ -198,6 +198,7 @@ def sign_in(browser, hub, user):
 def test_a_student_hands_in_from_her_server_and_reads_the_same_feedback_on_the_page(hub):
     from browser import start_browser
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
 
     token = start_server(hub, "ada")
     printed = run_in_kernel(hub, "ada", token, (
@@ -217,14 +218,20 @@ def test_a_student_hands_in_from_her_server_and_reads_the_same_feedback_on_the_p
         assert "Signed in as ada" in browser.page_source
         browser.find_element(By.CSS_SELECTOR, f'a[href="/services/autograder/assignments/{ASSIGNMENT}"]').click()
         assert submission in browser.page_source  # her attempt is listed, linked to its feedback
+        upload = browser.find_element(By.CSS_SELECTOR, "form.upload")  # the page's own form, under the prefix
+        assert urlsplit(upload.get_attribute("action")).path == f"/services/autograder/assignments/{ASSIGNMENT}/upload"
         browser.get(f"{hub['url']}/services/autograder/submissions/{submission}")
         page = browser.find_element(By.TAG_NAME, "body").text
         assert f"{score:g} /" in page, page[:2000]
         for line in printed.splitlines():  # every check line the call printed is on the page
             if line.strip().startswith(("ok ", "NO ")):
                 assert line.strip()[3:].strip().replace("`", "") in page, (line, page[:3000])  # (`code` shown as code)
-        # the same Hub sign-in works for the API from the browser's session: no token was handed out
-        assert "token" not in browser.current_url.lower()
+        assert "token" not in browser.current_url.lower()  # no token was ever in an address
+        browser.get(f"{hub['url']}/services/autograder/assignments/{ASSIGNMENT}")
+        browser.find_element(By.CSS_SELECTOR, "form[action$='/logout'] button").click()  # signs out of the Hub
+        WebDriverWait(browser, 30).until(lambda b: b.find_elements(By.ID, "username_input"))
+        browser.get(f"{hub['url']}/services/autograder/assignments/{ASSIGNMENT}")
+        WebDriverWait(browser, 30).until(lambda b: b.find_elements(By.ID, "username_input"))  # asked to sign in again
     finally:
         browser.quit()
 

@@ -55,6 +55,7 @@ class KeyServer:
         self.scores = []  # (line item path, score JSON) the platform accepted
         self.columns = []  # the course's gradebook columns: {"id": URL, "resourceId": ...}
         self.members = []  # the course's members, as Names and Role Provisioning lists them
+        self.returned = []  # the deep-linking responses a browser posted back
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -85,6 +86,9 @@ class KeyServer:
                 data = self.rfile.read(int(self.headers.get("Content-Length", 0))).decode()
                 if owner.down:
                     return self.answer(503, {"error": "down for maintenance"})
+                if self.path == "/deep_link_return":  # the tool's page posts the instructor's pick back
+                    owner.returned.append(dict(parse_qsl(data)))
+                    return self.answer(200, {"added": True})
                 try:
                     if self.path == "/token":  # the tool's signed assertion, checked against the tool's JWKS
                         return self.answer(200, owner.platform.get_access_token(dict(parse_qsl(data))))
@@ -179,6 +183,14 @@ def authorize(served, platform, user="ada-sub"):
 def launch(served, platform, user="ada-sub", roles=(LEARNER,), custom=None, claims=None, preflight=None,
            sourcedid="ada", lineitem=None):
     """A whole launch: (status, body, headers) of the POST of the platform's signed id_token."""
+    data = launch_form(served, platform, user, roles, custom, claims, preflight, sourcedid, lineitem)
+    return request(f"{served.base}/lti/launch", data=urlencode(data).encode(),
+                   content_type="application/x-www-form-urlencoded")
+
+
+def launch_form(served, platform, user="ada-sub", roles=(LEARNER,), custom=None, claims=None, preflight=None,
+                sourcedid="ada", lineitem=None):
+    """The form the platform's page posts to the tool's /lti/launch: its signed id_token and the state."""
     preflight = preflight or authorize(served, platform, user)
     message = Launch(platform, preflight)
     message.set_user_data(user, list(roles), full_name="Ada L")
@@ -188,9 +200,7 @@ def launch(served, platform, user="ada-sub", roles=(LEARNER,), custom=None, clai
     if lineitem:  # the link's gradebook column, as Canvas sends it for an assignment
         extra.update(LtiAgs(lineitems_url=lineitem.rsplit("/", 1)[0], lineitem_url=lineitem).get_lti_ags_launch_claim())
     message.set_extra_claims({**extra, **(claims or {})})
-    data = message.generate_launch_request()
-    return request(f"{served.base}/lti/launch", data=urlencode(data).encode(),
-                   content_type="application/x-www-form-urlencoded")
+    return message.generate_launch_request()
 
 
 def cookie_of(headers):
@@ -492,15 +502,20 @@ def test_a_class_of_30_from_the_lms_gets_each_counted_score_in_its_column_once_w
     assert max(took) <= 10, sorted(took)[-5:]
 
 
-def deep_link_request(served, platform, roles=(INSTRUCTOR,), accept=("ltiResourceLink",), columns=None):
-    """An instructor's deep-linking launch (adding a link in the LMS): (status, page, headers).
+def deep_link_claims(accept=("ltiResourceLink",), columns=None, back="https://lms.example.edu/courses/1/deep_link_return"):
+    """The claims of an instructor's deep-linking launch (adding a link in the LMS), returning to `back`.
     `columns`: the LMS course's line items URL (its AGS claim), so the tool can look for a column."""
-    settings = LtiDeepLinking("https://lms.example.edu/courses/1/deep_link_return").get_lti_deep_linking_launch_claim(
+    settings = LtiDeepLinking(back).get_lti_deep_linking_launch_claim(
         title="Add", accept_types=set(accept), extra_data={"opaque": "from-the-lms"})
     if columns:
         settings.update(LtiAgs(lineitems_url=columns).get_lti_ags_launch_claim())
+    return {**settings, "https://purl.imsglobal.org/spec/lti/claim/message_type": "LtiDeepLinkingRequest"}
+
+
+def deep_link_request(served, platform, roles=(INSTRUCTOR,), accept=("ltiResourceLink",), columns=None):
+    """An instructor's deep-linking launch: (status, page, headers)."""
     return launch(served, platform, user="tim-sub", roles=roles, sourcedid="tim", custom={},
-                  claims={**settings, "https://purl.imsglobal.org/spec/lti/claim/message_type": "LtiDeepLinkingRequest"})
+                  claims=deep_link_claims(accept, columns))
 
 
 def test_an_instructor_picks_an_assignment_and_the_lms_gets_a_signed_link_with_its_column(lms):
@@ -642,6 +657,58 @@ def test_a_student_id_another_person_holds_is_never_given_to_a_second_one(tmp_pa
     assert other != "ada" and other.startswith("ada-")
     assert store.lti_person("https://canvas.example", "ada-sub", "renamed") == "ada"  # kept for the first
     assert store.lti_person("https://moodle.example", "m-17", "ada") == other
+
+
+def post_from_the_lms(browser, keys, url, form):
+    """What an LMS's page does: a form of `form`'s fields posted to `url`, from a page of the LMS's own."""
+    browser.get(f"{keys.url}/jwks")
+    browser.execute_script(
+        "const form = document.createElement('form'); form.method = 'post'; form.action = arguments[0];"
+        "for (const [name, value] of Object.entries(arguments[1])) {"
+        "  const field = document.createElement('input'); field.type = 'hidden'; field.name = name;"
+        "  field.value = value; form.appendChild(field); }"
+        "document.body.appendChild(form); form.submit();", url, form)
+
+
+@pytest.mark.slow  # (a browser)
+def test_in_a_browser_a_launch_signs_in_the_ta_page_shows_the_lms_and_a_pick_goes_back_signed(lms, tmp_path):
+    """Headless Chromium through every LTI page: a learner's launch lands signed in on the assignment,
+    an instructor's on the TA page with its "Grades to the LMS" section, and a deep-linking pick is
+    posted back to the LMS by the page itself (its script runs)."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from browser import full_page_screenshot, start_browser
+
+    served, platform, keys, _ = lms
+    browser = start_browser()
+    try:
+        post_from_the_lms(browser, keys, f"{served.base}/lti/launch",
+                          launch_form(served, platform, user="bro-sub", sourcedid="bro"))
+        WebDriverWait(browser, 20).until(lambda b: urlsplit(b.current_url).path == f"/assignments/{ASSIGNMENT}")
+        assert browser.find_elements(By.CSS_SELECTOR, "form.upload")  # signed in: the upload form is there
+        browser.delete_all_cookies()
+        post_from_the_lms(browser, keys, f"{served.base}/lti/launch",
+                          launch_form(served, platform, user="tim-sub", roles=(INSTRUCTOR,), sourcedid="tim"))
+        WebDriverWait(browser, 20).until(lambda b: urlsplit(b.current_url).path == f"/ta/{ASSIGNMENT}")
+        text = browser.find_element(By.TAG_NAME, "body").text
+        assert "Grades to the LMS" in text and "bro" in text, text[:3000]
+        full_page_screenshot(browser, tmp_path / "ta-lms.png", 1100)
+        post_from_the_lms(browser, keys, f"{served.base}/lti/launch", launch_form(
+            served, platform, user="tim-sub", roles=(INSTRUCTOR,), sourcedid="tim", custom={},
+            claims=deep_link_claims(back=f"{keys.url}/deep_link_return")))
+        WebDriverWait(browser, 20).until(lambda b: b.find_elements(By.CSS_SELECTOR, "#assignments button"))
+        before = len(keys.returned)
+        browser.find_element(By.CSS_SELECTOR, "#assignments button").click()
+        deadline = time.monotonic() + 20
+        while len(keys.returned) == before:  # the return page posts itself: no click needed
+            assert time.monotonic() < deadline, browser.page_source[:2000]
+            time.sleep(0.2)
+        assert set(keys.returned[-1]) == {"JWT"}
+        claims = jwt.decode(keys.returned[-1]["JWT"], options={"verify_signature": False})
+        assert claims["https://purl.imsglobal.org/spec/lti/claim/message_type"] == "LtiDeepLinkingResponse"
+    finally:
+        browser.quit()
 
 
 def grade_written_answers(course, student, timeout=60):
