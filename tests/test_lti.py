@@ -810,7 +810,7 @@ def test_a_regrade_reaches_the_column_and_a_minute_of_the_lms_down_loses_nothing
         assert time.monotonic() < deadline, store.lti_backlog(ASSIGNMENT)
         time.sleep(0.5)
     page = request(f"{served.base}/ta/{ASSIGNMENT}", cookie=ta)[1]
-    assert "waits" in page and "HTTP 503 from the LMS" in page  # the TA sees the backlog
+    assert "they are sent by themselves once the LMS answers" in page and "HTTP 503 from the LMS" in page  # the backlog
     time.sleep(max(0.0, 60 - (time.monotonic() - went_down)))
     keys.down = False  # back after a minute: the retries (5 s, 10 s, 20 s, 40 s, ...) send it all
     deadline = time.monotonic() + 120
