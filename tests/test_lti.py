@@ -177,7 +177,12 @@ def authorize(served, platform, user="ada-sub"):
     login.set_lti_message_hint()
     status, _, headers = request(login.prepare_preflight_url(user))
     assert status == 302, (status, headers)
-    return dict(parse_qsl(urlsplit(headers["location"]).query))
+    preflight = dict(parse_qsl(urlsplit(headers["location"]).query))
+    LOGIN_COOKIES[preflight["state"]] = cookie_of(headers)  # what the browser keeps for its launch
+    return preflight
+
+
+LOGIN_COOKIES = {}  # state -> the cookie its login set (the browser of that login sends it with the launch)
 
 
 def launch(served, platform, user="ada-sub", roles=(LEARNER,), custom=None, claims=None, preflight=None,
@@ -185,7 +190,7 @@ def launch(served, platform, user="ada-sub", roles=(LEARNER,), custom=None, clai
     """A whole launch: (status, body, headers) of the POST of the platform's signed id_token."""
     data = launch_form(served, platform, user, roles, custom, claims, preflight, sourcedid, lineitem)
     return request(f"{served.base}/lti/launch", data=urlencode(data).encode(),
-                   content_type="application/x-www-form-urlencoded")
+                   content_type="application/x-www-form-urlencoded", cookie=LOGIN_COOKIES.get(data["state"]))
 
 
 def launch_form(served, platform, user="ada-sub", roles=(LEARNER,), custom=None, claims=None, preflight=None,
@@ -257,7 +262,7 @@ def refused(served, answer, before):
 
 
 @pytest.mark.parametrize("case", ["bad signature", "unknown key", "replayed", "expired", "wrong audience", "unknown deployment",
-                                  "wrong nonce", "a student role nobody knows"])
+                                  "wrong nonce", "a student role nobody knows", "begun in another browser"])
 def test_a_bad_launch_is_refused_recorded_and_signs_nobody_in(lms, case):
     served, platform, _, (private, public) = lms
     before = len(launches(served)), tokens(served)
@@ -277,10 +282,11 @@ def test_a_bad_launch_is_refused_recorded_and_signs_nobody_in(lms, case):
         message = Launch(platform, preflight)
         message.set_user_data("ada-sub", [LEARNER])
         data = urlencode(message.generate_launch_request()).encode()
-        url = f"{served.base}/lti/launch"
-        assert request(url, data=data, content_type="application/x-www-form-urlencoded")[0] == 200
+        url, cookie = f"{served.base}/lti/launch", LOGIN_COOKIES[preflight["state"]]
+        assert request(url, data=data, content_type="application/x-www-form-urlencoded", cookie=cookie)[0] == 200
         before = len(launches(served)), tokens(served)
-        why = refused(served, request(url, data=data, content_type="application/x-www-form-urlencoded"), before)
+        why = refused(served, request(url, data=data, content_type="application/x-www-form-urlencoded",
+                                      cookie=cookie), before)
         assert "already used" in why
     elif case == "expired":
         preflight = authorize(served, platform)
@@ -288,9 +294,17 @@ def test_a_bad_launch_is_refused_recorded_and_signs_nobody_in(lms, case):
         message.set_user_data("ada-sub", [LEARNER])
         message.set_id_token_expiration(-3600)  # expired an hour ago (beyond the minute of leeway)
         data = urlencode(message.generate_launch_request()).encode()
-        why = refused(served, request(f"{served.base}/lti/launch", data=data,
+        why = refused(served, request(f"{served.base}/lti/launch", data=data, cookie=LOGIN_COOKIES[preflight["state"]],
                                       content_type="application/x-www-form-urlencoded"), before)
         assert "ExpiredSignature" in why
+    elif case == "begun in another browser":  # login CSRF: someone's own valid launch posted to a student's browser
+        for cookie in (None, LOGIN_COOKIES[authorize(served, platform)["state"]]):  # none, or another login's
+            preflight = authorize(served, platform, user="mallory-sub")
+            data = urlencode(launch_form(served, platform, user="mallory-sub", preflight=preflight)).encode()
+            why = refused(served, request(f"{served.base}/lti/launch", data=data, cookie=cookie,
+                                          content_type="application/x-www-form-urlencoded"), before)
+            assert "did not start in this browser" in why
+            before = len(launches(served)), tokens(served)
     elif case == "wrong audience":
         why = refused(served, launch(served, platform, claims={"aud": "another-tool", "azp": "another-tool"}), before)
         assert "InvalidAudience" in why
@@ -659,9 +673,20 @@ def test_a_student_id_another_person_holds_is_never_given_to_a_second_one(tmp_pa
     assert store.lti_person("https://moodle.example", "m-17", "ada") == other
 
 
-def post_from_the_lms(browser, keys, url, form):
-    """What an LMS's page does: a form of `form`'s fields posted to `url`, from a page of the LMS's own."""
-    browser.get(f"{keys.url}/jwks")
+def launch_in(browser, served, platform, user, **launch):
+    """A launch as a browser makes it: the LMS's login initiation opened (the tool sends the browser to
+    the platform's authorization page, keeping its state in a cookie), then the platform's page posts
+    the signed launch back."""
+    login = Login(None, platform)
+    login.set_lti_message_hint()
+    browser.get(login.prepare_preflight_url(user))
+    preflight = dict(parse_qsl(urlsplit(browser.current_url).query))  # (at the platform's /authorize now)
+    post_from_the_lms(browser, f"{served.base}/lti/launch", launch_form(served, platform, user, preflight=preflight,
+                                                                        **launch))
+
+
+def post_from_the_lms(browser, url, form):
+    """What an LMS's page does: a form of `form`'s fields posted to `url`, from the page it is on."""
     browser.execute_script(
         "const form = document.createElement('form'); form.method = 'post'; form.action = arguments[0];"
         "for (const [name, value] of Object.entries(arguments[1])) {"
@@ -683,20 +708,17 @@ def test_in_a_browser_a_launch_signs_in_the_ta_page_shows_the_lms_and_a_pick_goe
     served, platform, keys, _ = lms
     browser = start_browser()
     try:
-        post_from_the_lms(browser, keys, f"{served.base}/lti/launch",
-                          launch_form(served, platform, user="bro-sub", sourcedid="bro"))
+        launch_in(browser, served, platform, "bro-sub", sourcedid="bro")
         WebDriverWait(browser, 20).until(lambda b: urlsplit(b.current_url).path == f"/assignments/{ASSIGNMENT}")
         assert browser.find_elements(By.CSS_SELECTOR, "form.upload")  # signed in: the upload form is there
         browser.delete_all_cookies()
-        post_from_the_lms(browser, keys, f"{served.base}/lti/launch",
-                          launch_form(served, platform, user="tim-sub", roles=(INSTRUCTOR,), sourcedid="tim"))
+        launch_in(browser, served, platform, "tim-sub", roles=(INSTRUCTOR,), sourcedid="tim")
         WebDriverWait(browser, 20).until(lambda b: urlsplit(b.current_url).path == f"/ta/{ASSIGNMENT}")
         text = browser.find_element(By.TAG_NAME, "body").text
         assert "Grades to the LMS" in text and "bro" in text, text[:3000]
         full_page_screenshot(browser, tmp_path / "ta-lms.png", 1100)
-        post_from_the_lms(browser, keys, f"{served.base}/lti/launch", launch_form(
-            served, platform, user="tim-sub", roles=(INSTRUCTOR,), sourcedid="tim", custom={},
-            claims=deep_link_claims(back=f"{keys.url}/deep_link_return")))
+        launch_in(browser, served, platform, "tim-sub", roles=(INSTRUCTOR,), sourcedid="tim", custom={},
+                  claims=deep_link_claims(back=f"{keys.url}/deep_link_return"))
         WebDriverWait(browser, 20).until(lambda b: b.find_elements(By.CSS_SELECTOR, "#assignments button"))
         before = len(keys.returned)
         browser.find_element(By.CSS_SELECTOR, "#assignments button").click()

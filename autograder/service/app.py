@@ -8,6 +8,7 @@ student's attempts and what counts, and can regrade everyone after a check chang
 Every answer about a submission first checks that it is the asker's own: anything else is
 "not found", the same answer as for an id that does not exist.
 """
+import hashlib
 import hmac
 import html
 import json
@@ -478,15 +479,23 @@ class Web:
         source = request.query_params if request.method == "GET" else await request.form(max_files=0, max_fields=20)
         params = {key: str(value) for key, value in source.items()}
         try:
-            return RedirectResponse(await run_in_threadpool(self.lti.login, params), 302)
+            url, state = await run_in_threadpool(self.lti.login, params, self.base + "/lti/launch")
         except LtiRefused as refusal:
             await self._lti_refused(request, refusal, params.get("iss", ""))
+        response = RedirectResponse(url, 302)
+        # The launch comes back as the platform's cross-site POST: only a SameSite=None cookie (which
+        # must be Secure) is sent with it. One cookie per login, so two tabs' logins do not collide.
+        response.set_cookie(lti_state_cookie(state), state, max_age=STATE_SECONDS, httponly=True, secure=True,
+                            samesite="none", path=self.base + "/lti/")
+        return response
 
     async def lti_launch(self, request):
         """The platform's signed launch: checked whole (lti.py), then signed in, as the token login does."""
         form = await request.form(max_files=0, max_fields=20)
         try:
-            launch = await run_in_threadpool(self.lti.launch, {key: str(value) for key, value in form.items()})
+            given = {key: str(value) for key, value in form.items()}
+            kept = request.cookies.get(lti_state_cookie(given.get("state", "")), "")
+            launch = await run_in_threadpool(self.lti.launch, given, kept)
         except LtiRefused as refusal:
             await self._lti_refused(request, refusal)
         if launch.role == "ta" and launch.members_url and self.service.passback is not None:
@@ -585,6 +594,11 @@ class Web:
 
     async def health(self, request):
         return JSONResponse({"ok": True, "assignments": sorted(self.assignments)})
+
+
+def lti_state_cookie(state):
+    """The name of the cookie that keeps one LTI login's state in the browser that began it."""
+    return "autograder-lti-" + hashlib.sha256(state.encode("utf-8", "replace")).hexdigest()[:16]
 
 
 def _address(request):

@@ -17,6 +17,7 @@ them there); a refused one signs nobody in and records nothing else. PyJWT (with
 does the JOSE work: signatures, the JWKS client, the standard claims.
 """
 import hashlib
+import hmac
 import re
 import secrets
 import time
@@ -163,8 +164,9 @@ class Lti:
                              f" ({len(found)} in {CONFIG})")
         return found[0]
 
-    def login(self, params):
-        """Step 1: the URL to send the browser to (the platform's authorization endpoint)."""
+    def login(self, params, launch_path="/lti/launch"):
+        """Step 1: (the URL to send the browser to, the platform's authorization endpoint; the state,
+        which the browser keeps in a cookie: the launch must come back from this same browser)."""
         issuer, hint, target = params.get("iss", ""), params.get("login_hint", ""), params.get("target_link_uri", "")
         if not issuer or not hint or not target:
             raise LtiRefused("a login without iss, login_hint or target_link_uri")
@@ -176,7 +178,7 @@ class Lti:
             path = urlsplit(target).path
         except ValueError:
             path = ""
-        if path != "/lti/launch":
+        if path != launch_path:
             raise LtiRefused(f"a login for another tool's address ({target[:200]})")
         state, nonce = secrets.token_urlsafe(24), secrets.token_urlsafe(24)
         self.store.lti_new_state(state, nonce, platform.issuer, platform.client_id, time.time())
@@ -185,11 +187,14 @@ class Lti:
                  "nonce": nonce}
         if params.get("lti_message_hint"):
             query["lti_message_hint"] = params["lti_message_hint"]
-        return f"{platform.login_url}{'&' if '?' in platform.login_url else '?'}{urlencode(query)}"
+        return f"{platform.login_url}{'&' if '?' in platform.login_url else '?'}{urlencode(query)}", state
 
-    def launch(self, form):
+    def launch(self, form, kept_state=""):
         """Step 2: a Launch for a valid id_token and state, else LtiRefused. The state (and with
-        it the nonce) is spent whether or not the rest holds: a token is never tried twice."""
+        it the nonce) is spent whether or not the rest holds: a token is never tried twice.
+        `kept_state`: the state the browser kept from its login (its cookie): a launch another
+        browser began (a page of another site posting someone's own launch, to sign the student
+        in as them) is refused."""
         token, state = form.get("id_token", ""), form.get("state", "")
         if not token or not state:
             raise LtiRefused("a launch without id_token or state")
@@ -199,6 +204,11 @@ class Lti:
                              " login left open)",
                              student="This link from your course has expired or was already used. Open the"
                                      " assignment from your course again.")
+        if not hmac.compare_digest(state.encode(), str(kept_state).encode()):
+            raise LtiRefused("a launch whose login did not start in this browser (no state cookie, or another)",
+                             student="You are not signed in: this sign-in did not start in this browser. Open the"
+                                     " assignment from your course again (if your browser blocks this site's"
+                                     " cookies, allow them, or open the link in a new window).")
         platform = self.platform_for(row["issuer"], row["client_id"])
         try:
             claims = verified_claims(platform, token, row["nonce"])
