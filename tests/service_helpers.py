@@ -99,7 +99,10 @@ def request(url, token=None, data=None, content_type=None, headers=None, cookie=
             status, body, found = response.status, response.read(), response.headers
     except urllib.error.HTTPError as error:
         status, body, found = error.code, error.read(), error.headers
+    cookies = found.get_all("Set-Cookie") or []
     found = {key.lower(): value for key, value in found.items()}
+    if cookies:  # every cookie the answer sets, one a line, in its order (a dict would keep the last alone)
+        found["set-cookie"] = "\n".join(cookies)
     text = body.decode("utf-8", "replace")
     try:
         return status, json.loads(text), found

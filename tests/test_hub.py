@@ -8,7 +8,6 @@ token: she never sees one); the page shows the feedback the call printed; a TA s
 a user the Hub gives no access to the service is refused, in the browser and on the API."""
 import asyncio
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -18,7 +17,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from helpers import ASSIGNMENT, cli, example, new_course
+from helpers import ASSIGNMENT, cli, example, new_course, required_part
 from service_helpers import free_port, notebook_bytes, request
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("sandbox_required")]
@@ -28,13 +27,8 @@ PASSWORD = "a-password-for-the-test"
 
 
 def proxy_binary():
-    found = shutil.which("configurable-http-proxy")
-    if found is None:
-        message = "configurable-http-proxy is not installed (./setup.sh installs it: npm install -g configurable-http-proxy)"
-        if os.environ.get("CI"):
-            pytest.fail(message, pytrace=False)
-        pytest.skip(message)
-    return found
+    return required_part(shutil.which("configurable-http-proxy"), "configurable-http-proxy is not installed"
+                         " (./setup.sh installs it: npm install -g configurable-http-proxy)")
 
 
 def hub_config(folder, course, ports):

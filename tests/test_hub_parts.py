@@ -1,6 +1,7 @@
 """The Hub sign-in's parts, without a Hub (tests/test_hub.py runs a real one): who a Hub user is,
 what a missing or broken setup says, the path prefix, and where a sign-in may go on to."""
 import asyncio
+import hashlib
 import json
 
 import pytest
@@ -54,7 +55,7 @@ def test_the_hub_being_away_is_said_not_a_server_error(tmp_path):
 def test_a_lookup_is_counted_only_when_the_hub_is_asked(tmp_path):
     hub = Hub(tmp_path, environ())
     asked = []
-    hub.auth.cache["token::" + __import__("hashlib").sha256(b"known").hexdigest()] = model()
+    hub.auth.cache["token::" + hashlib.sha256(b"known").hexdigest()] = model()
     assert hub.who("known", lambda: asked.append(1)).student_id == "ada"
     assert asked == []  # answered from the cache: the asker's rate is not spent
     with pytest.raises(Refused):
@@ -91,6 +92,14 @@ def test_serve_hub_outside_a_hub_says_what_is_missing(tmp_path):
     done = cli("serve", "--hub", "--course", course, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
     assert done.returncode == 2, done.stdout + done.stderr
     assert "JUPYTERHUB_API_TOKEN" in done.stdout and "Traceback" not in done.stdout + done.stderr
+
+
+def test_serve_refuses_a_base_url_beside_the_hubs_own_path(tmp_path):
+    course = new_course(tmp_path)
+    done = cli("serve", "--hub", "--base-url", "/grader", "--course", course)
+    assert done.returncode == 2 and "leave out --base-url" in done.stdout, done.stdout + done.stderr
+    done = cli("serve", "--base-url", "grader", "--course", course)
+    assert done.returncode == 2 and "is a path such as /grader" in done.stdout, done.stdout + done.stderr
 
 
 @pytest.mark.parametrize("wanted, page", [

@@ -209,6 +209,7 @@ def launch_form(served, platform, user="ada-sub", roles=(LEARNER,), custom=None,
 
 
 def cookie_of(headers):
+    """The first cookie an answer sets (a launch's: the sign-in, then the spent state's removal)."""
     return headers["set-cookie"].split(";", 1)[0]
 
 
@@ -226,6 +227,10 @@ def test_a_learner_launched_from_the_lms_lands_on_their_assignment_signed_in(lms
     status, text, _ = request(f"{served.base}/assignments/{ASSIGNMENT}", cookie=cookie_of(headers))
     assert status == 200 and "ada" in text  # graded as the LMS's SIS id for her
     assert launches(served)[-1]["outcome"] == "accepted" and launches(served)[-1]["student_id"] == "ada"
+    kept = LOGIN_COOKIES[preflight["state"]]  # the login kept its state in the browser, for the launch alone ...
+    assert kept.startswith("autograder-lti-") and kept.endswith("=" + preflight["state"])
+    spent = headers["set-cookie"].splitlines()[1].lower()  # ... and the launch clears it
+    assert spent.startswith(kept.split("=", 1)[0] + '=""') and "max-age=0" in spent and "path=/lti/" in spent
 
 
 def test_an_instructor_is_a_ta(lms):

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import append_to_first_answer, example, make_gradebook, new_course
+from helpers import append_to_first_answer, example, make_gradebook, new_course, required_part
 from service_helpers import free_port, issue_tokens, notebook_bytes, request, serve, submit, wait_graded
 
 ASSIGNMENT = "causal_attention"
@@ -27,12 +27,7 @@ pytestmark = pytest.mark.usefixtures("sandbox_required")
 
 def nginx_binary():
     found = shutil.which("nginx") or ("/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None)
-    if found is None:
-        message = "nginx is not installed (./setup.sh installs it, or apt-get install -y nginx)"
-        if os.environ.get("CI"):
-            pytest.fail(message, pytrace=False)
-        pytest.skip(message)
-    return found
+    return required_part(found, "nginx is not installed (./setup.sh installs it, or apt-get install -y nginx)")
 
 
 def nginx_config(folder, port, sock):

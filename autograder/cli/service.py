@@ -85,6 +85,8 @@ def _hub_and_path(args, course):
     path = args.base_url.rstrip("/")
     if args.base_url and (not args.base_url.startswith("/") or "//" in args.base_url):
         raise ValueError(f"--base-url is a path such as /grader, not {args.base_url!r}")
+    if args.hub and args.base_url:
+        raise ValueError("--hub serves under the path the Hub gives (JUPYTERHUB_SERVICE_PREFIX): leave out --base-url")
     hub = None
     if args.hub:
         from urllib.parse import urlsplit  # (with --hub alone)
@@ -185,14 +187,14 @@ def cmd_tokens(args):
 def cmd_hub(args):
     """`hub config`: the jupyterhub_config.py lines that run this course's service under the Hub, and
     with --client-dir, the client a notebook imports to hand itself in (service/hub.py)."""
-    from autograder.service.hub import config_snippet  # the service's modules wait for its commands
+    from autograder.service import client  # the service's modules wait for its commands (the stdlib client)
+    from autograder.service.hub import config_snippet
 
     course = course_of(args)
     if args.client_dir:
         folder = Path(args.client_dir)
         folder.mkdir(parents=True, exist_ok=True)
-        client = Path(__file__).resolve().parents[1] / "service" / "client.py"
-        write_atomically(folder / "autograder_client.py", client.read_text(), mode=0o644)
+        write_atomically(folder / "autograder_client.py", Path(client.__file__).read_text(), mode=0o644)
         console.print(f"# wrote {folder / 'autograder_client.py'}: every user's server imports it from there",
                       highlight=False, markup=False)
     console.print(config_snippet(course.root, args.url, args.port, args.name, args.group or (), args.ta_group or (),

@@ -518,9 +518,12 @@ class Web:
         # The launch is a cross-site POST: a strict cookie set now is sent only with a navigation this
         # site starts, so this page starts it (a redirect would still count as the LMS's navigation).
         target = html.escape(self.base + target)  # (an assignment's name, checked: escaped all the same)
-        return self.signed_in(HTMLResponse(f'<!doctype html><meta http-equiv="refresh" content="0;url={target}">'
-                                           f'<title>Signed in</title><p>Signed in. <a href="{target}">Continue</a></p>'),
-                              token)
+        response = self.signed_in(HTMLResponse(f'<!doctype html><meta http-equiv="refresh" content="0;url={target}">'
+                                               f'<title>Signed in</title><p>Signed in. <a href="{target}">Continue</a></p>'),
+                                  token)
+        response.delete_cookie(lti_state_cookie(given["state"]), path=self.base + "/lti/", secure=True, httponly=True,
+                               samesite="none")  # (spent: the login's state is good once)
+        return response
 
     async def lti_deep_link(self, request):
         """The instructor's pick: the signed deep-linking response, posted back to the LMS by the page."""

@@ -18,9 +18,11 @@ The service's own tokens keep working beside it, for anyone without a Hub accoun
 import hashlib
 import json
 import os
+import sys
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+from pprint import pformat
 from urllib.parse import urlencode, urlsplit
 
 from autograder.service.lti import SAFE_ID
@@ -157,7 +159,9 @@ class Hub:
         return self.auth.token_for_code(code, code_verifier=verifier, sync=True), next_path
 
     def known_state(self, state):
-        return bool(state) and state in self.auth._oauth_states  # (HubOAuth keeps them ten minutes)
+        """Whether `state` is a sign-in this service began within ten minutes (HubOAuth keeps them;
+        each has a PKCE verifier, which start() always makes)."""
+        return bool(state) and self.auth.get_code_verifier(state) is not None
 
 
 def config_snippet(course_root, public_url, port=8765, name="autograder", groups=(), ta_groups=(),
@@ -167,10 +171,7 @@ def config_snippet(course_root, public_url, port=8765, name="autograder", groups
     `groups`: the Hub groups that may use the service (none: every user); `ta_groups`: whose
     members are TAs (a Hub role with TA_SCOPE); `client_dir`: a folder holding autograder_client.py,
     put on the servers' Python path so a notebook imports it."""
-    import sys  # (only for the interpreter's path)
-    from pprint import pformat  # (Python literals, which the Hub's config file is written in)
-
-    def literal(value):
+    def literal(value):  # (a Python literal: the Hub's config file is Python)
         return pformat(value, sort_dicts=False, width=100)
 
     access = f"access:services!service={name}"

@@ -22,6 +22,7 @@ from urllib.parse import urlencode, urlsplit, urlunsplit
 
 import jwt
 
+from autograder.outputs import final
 from autograder.outputs.base import Output
 from autograder.record import ERROR
 from autograder.service.lti import COLUMNS_SCOPE, ROSTER_SCOPE, SCORE_SCOPE, LtiRefused, role_of, student_id_of
@@ -78,8 +79,6 @@ def queue_final_grades(store, grades):
     from: a final grade (written answers graded in formgrader, extra credit and late penalty
     counted) as FullyGraded; points so far as PendingManual while written answers wait. Returns
     {"final": n, "so far": n} of the scores queued (one already in a column is not queued again)."""
-    from autograder.outputs import final  # (the final grade, as `autograder export` adds it up)
-
     queued = {"final": 0, "so far": 0}
     for grade in grades.grades.values():
         if grade.total is not None:
