@@ -215,6 +215,17 @@ def failure(message):
     return f"raised {raised.group(1)}" if raised else "failed"
 
 
+def _apart(cell, upstream):
+    """A failing check whose own comparison showed a mistake of its own (CheckResult.apart) is not
+    explained by another: it keeps its words. Not where an exercise this cell builds on fails
+    (`upstream`, their CellResults): the mistake may be in that exercise's code, which this cell runs."""
+    if any(up.checks and up.fraction < 1 for up in upstream):
+        return
+    for check in cell.checks:
+        if not check.passed and getattr(check, "apart", False):
+            check.unexplained = True
+
+
 def mark_unexplained(cells, outcomes, builds_on=None, repaired=None):
     """Mark, in place, the failing checks that the named mistakes do not explain; such a check
     keeps its own words: "fails because of the mistake above" and "fix Exercise 3 first" are said
@@ -230,16 +241,20 @@ def mark_unexplained(cells, outcomes, builds_on=None, repaired=None):
     of those named one. `autograder validate` tests what is still said by undoing the mistakes in
     the student's code (authoring/validate.py `check_repairs`). Where neither a repair nor a
     reproduction ran (the mistake is named in a check's own words), a failing check is marked
-    `untested`: it is not said to fail because of the named mistake, only to fail too."""
+    `untested`: it is not said to fail because of the named mistake, only to fail too. A check whose
+    own comparison showed a mistake of its own (`_apart`) keeps its words unless a run shows otherwise."""
     def causes_of(grade_id):
         named = next((check for check in cells[grade_id].checks if check.diagnosis and check.cause), None)
         return tuple((grade_id, name) for name in named.cause) if named is not None else ()
 
     for grade_id, cell in cells.items():
+        _apart(cell, [cells[up] for up in (builds_on or {}).get(grade_id, ()) if up in cells])
         after = (repaired or {}).get(grade_id)
         if after is not None:
             for check in cell.checks:
                 outcome = after.get(check.name, False)
+                if outcome and not check.passed:
+                    check.unexplained = False  # the run shows it follows: stronger than any check's reading
                 if check.passed or check.diagnosis or outcome:
                     continue
                 if outcome is None:  # what it builds on still failed in that run: it showed nothing of this
@@ -260,6 +275,6 @@ def mark_unexplained(cells, outcomes, builds_on=None, repaired=None):
                 check.untested = True  # nothing ran that could show it follows from the named mistake
                 continue
             passed, how = theirs[check.name]
-            if passed or how != failure(check.message):
-                check.unexplained = True
+            # (the named mistake alone failing it the same way shows it can follow from that mistake)
+            check.unexplained = passed or how != failure(check.message)
     return cells

@@ -35,6 +35,9 @@ class CheckResult:
     # own words, which no repair run can undo): a consequence of it is then said as "fails too", not
     # "fails because of" (errormodel.mark_unexplained, rootcause.consequences).
     untested: bool = False
+    # Its own comparison shows its failure is a mistake of its own, not another one's consequence
+    # (verdict.MistakeApart): errormodel.mark_unexplained marks it unexplained.
+    apart: bool = False
 
 
 def grade_id_of(item):

@@ -34,7 +34,7 @@ from autograder.course import reference as reference_module
 from autograder.checks import errormodel, localise
 from autograder.checks.outcomes import CheckResult, crash_of, crashed, grade_id_of, message_of, message_of_text
 from autograder.checks.rootcause import still_wrong_once_fixed
-from autograder.checks.verdict import NamedMistake, use_hints
+from autograder.checks.verdict import MistakeApart, NamedMistake, repairs_begin, repairs_end, use_hints
 
 
 def _short_repr(excinfo, style=None):
@@ -374,6 +374,19 @@ class GradingPlugin:
                                            f" unknown: {unknown or 'none given'}")
 
     @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_call(self, item):
+        """A mistake the check repaired to go on (verdict.expect_tensor: several values returned) fails
+        it all the same, said with what the check found past it."""
+        if item.get_closest_marker("diagnosis"):  # (it names mistakes from its probe's observations)
+            yield
+            return
+        token = repairs_begin()
+        outcome = yield
+        ending = repairs_end(token, outcome.exception)
+        if ending is not None:
+            outcome.force_exception(ending)
+
+    @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item, call):
         outcome = yield
         report = outcome.get_result()
@@ -392,6 +405,7 @@ class GradingPlugin:
                 needs=tuple(fixed.args) if fixed else (),
                 after=tuple(after.args) if after else (),
                 named=bool(not report.passed and call.excinfo is not None and call.excinfo.errisinstance(NamedMistake)),
+                apart=bool(not report.passed and call.excinfo is not None and call.excinfo.errisinstance(MistakeApart)),
                 crash=self._crash(item, call, report), order=self._order.get(item.nodeid, 0),
             ))
 

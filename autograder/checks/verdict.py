@@ -4,10 +4,13 @@ Everything here runs in the grader's process on plain data. A failing check
 calls `fail(message)`: the message is what the student reads, so it says what
 is wrong and the likely mistake, never how the check works.
 """
+import contextvars
 import re
 
 import pytest
 import torch
+
+from autograder.wire import StudentError
 
 # float32 answers written another way (einsum, scaled_dot_product_attention,
 # scaling queries first) differ from the reference by ~1e-6; real mistakes by
@@ -22,8 +25,23 @@ class NamedMistake(pytest.fail.Exception):
     elsewhere."""
 
 
-def fail(message, named=False):
-    """Fail the check with `message` for the student; `named`: it names the mistake itself."""
+class MistakeApart(pytest.fail.Exception):
+    """A failure its check shows to be a mistake of its own: the check compared the student's code
+    with itself, one setting changed (the same module, parameters and inputs, in eval mode and then
+    in training mode; the parameters' names and then their order), and the difference lies in what
+    that setting alone governs. No other mistake of the cell can make it, so it keeps its words
+    beside a mistake named elsewhere in the cell, never "fails because of" it
+    (errormodel.mark_unexplained); a cell built on a failing exercise still waits for that one.
+    Nor does it quiet the cell's other checks, as a NamedMistake does: it shows that they do not
+    follow from it either way."""
+
+
+def fail(message, named=False, apart=False):
+    """Fail the check with `message` for the student; `named`: it names the mistake itself;
+    `apart`: the check's own comparison shows the mistake is not another one's consequence
+    (MistakeApart)."""
+    if apart:
+        raise MistakeApart(msg=message, pytrace=False)
     if named:
         raise NamedMistake(msg=message, pytrace=False)
     pytest.fail(message, pytrace=False)
@@ -130,11 +148,61 @@ def shape_difference(got, expected):
     return ""
 
 
+# A mistake a check repairs and goes on past, to find what else is wrong (`repaired_past`): the
+# message of the first one met in the running check, or None outside a check that takes them.
+_repaired = contextvars.ContextVar("repaired", default=None)
+
+
+def repairs_begin():
+    """Let the running check repair what `expect_tensor` can (the grading plugin, around each check)."""
+    return _repaired.set([])
+
+
+def repairs_end(token, error):
+    """What the running check ends with, once the mistakes it repaired on the way are counted: None
+    (it stands as it is: nothing was repaired, or the check broke), or the NamedMistake to raise:
+    the repaired mistake's words, then what the check found with it repaired (`error` is the
+    pytest.fail exception the check raised, or None when it passed)."""
+    met = _repaired.get() or []
+    _repaired.reset(token)
+    if not met:
+        return None
+    first = met[0]
+    if error is None:
+        return NamedMistake(msg=f"{first} With only the first of them returned, this check passes.", pytrace=False)
+    if isinstance(error, StudentError):  # the student's code raised further on
+        said = f"your code failed: {error}"
+    elif isinstance(error, pytest.fail.Exception):
+        said = str(error.msg).strip()
+    else:
+        return NamedMistake(msg=first, pytrace=False)  # (the check broke on the repaired value: it tells nothing)
+    if said[:1].isupper() and not said[1:2].isupper():  # (its words go on the sentence: "For ..." -> "for ...")
+        said = said[0].lower() + said[1:]
+    return NamedMistake(msg=f"{first} With only the first of them returned, this check still fails: {said}",
+                        pytrace=False)
+
+
+def _repaired_past(message):
+    """Record a mistake the running check repairs to go on; False when no check takes repairs."""
+    met = _repaired.get()
+    if met is None:
+        return False
+    met.append(message)
+    return True
+
+
 def expect_tensor(value, what, shape=None, dtype=None, finite=True):
-    """A real torch.Tensor (no subclass) with the given shape and dtype, all finite."""
+    """A real torch.Tensor (no subclass) with the given shape and dtype, all finite.
+
+    Several values returned where one is asked for (`return context, weights`) is a mistake whose
+    repair is plain: keep the first. Inside a grading check the check goes on with it, so a second
+    mistake in that value is found too, and the check then fails with both (`repairs_end`)."""
     if isinstance(value, (list, tuple)):  # a returned tuple arrives as a list
-        fail(f"{what} should be one torch tensor, but your code returned {len(value)} values (a tuple or a"
-             " list): return only the output tensor, not the weights or a loss beside it.", named=True)
+        message = (f"{what} should be one torch tensor, but your code returned {len(value)} values (a tuple or a"
+                   " list): return only the output tensor, not the weights or a loss beside it.")
+        if not (value and type(value[0]) is torch.Tensor and _repaired_past(message)):
+            fail(message, named=True)
+        value = value[0]
     if type(value) is not torch.Tensor:
         fail(f"{what} should be a torch tensor, but it is {describe(value)}.")
     if shape is not None and tuple(value.shape) != tuple(shape):

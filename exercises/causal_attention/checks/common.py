@@ -436,13 +436,15 @@ def expect_dropout_on_weights(student, handle, x, heads=1):
         if thrown_away:  # computed, then never used: `self.dropout(weights)` on a line of its own
             fail(f"In training mode no attention weight was dropped: {thrown_away[0]} applies dropout, but no"
                  " later line uses its result. Assign it and use that: weights = self.dropout(weights).",
-                 named=True)
+                 apart=True)
+        # (the same module, parameters and inputs were right in eval mode: what differs in training
+        # mode is dropout's alone, whatever else the cell gets wrong: verdict.MistakeApart)
         fail("In training mode no attention weight was dropped: apply self.dropout to the"
-             " attention weights after softmax.")
+             " attention weights after softmax.", apart=True)
     blocks = trained.view(*shape[:-1], heads, shape[-1] // heads)
     if not torch.allclose(blocks, blocks[..., :1].expand_as(blocks), atol=1e-5):
         fail("Dropout is applied to the context vectors or the output, not to the attention"
-             " weights: apply self.dropout to the weights, before multiplying by the values.")
+             " weights: apply self.dropout to the weights, before multiplying by the values.", apart=True)
 
 
 def causal_mistakes(x, ref):

@@ -1,7 +1,7 @@
 """Shared trusted-side steps for the `self_attention` hidden checks."""
 import torch
 
-from autograder.checks import brief, fail
+from autograder.checks import brief, close, fail
 
 # "Your journey starts with one step": six 3-d token embeddings.
 JOURNEY = torch.tensor([[0.43, 0.15, 0.89], [0.55, 0.87, 0.66], [0.57, 0.85, 0.64],
@@ -72,10 +72,11 @@ def expect_parameters(structure, expected, class_name, hint):
     if frozen:
         fail(f"In your {class_name}, {', '.join(frozen)} {'is' if len(frozen) == 1 else 'are'} frozen"
              " (requires_grad=False), so training would never change them: create them as plain"
-             " nn.Parameter(...), which are trainable.", named=True)
+             " nn.Parameter(...), which are trainable.", apart=True)
+    # (names and shapes are right: the order alone differs, which nothing but __init__ decides)
     if list(got) != list(expected):
         fail(f"Your {class_name} creates its parameters in the order {brief(list(got))}; create them in the"
-             f" order {list(expected)}, so that a seed gives everyone the same start.")
+             f" order {list(expected)}, so that a seed gives everyone the same start.", apart=True)
 
 
 def expect_weight_rows(student, reference, class_name, args, rng, value_name, x_1, x_2=None, **kwargs):
@@ -85,14 +86,22 @@ def expect_weight_rows(student, reference, class_name, args, rng, value_name, x_
     from autograder.checks import expect_tensor
 
     d = args[0]
-    handle, _ = paired(student, reference, class_name, args, rng,
-                       overrides={value_name: torch.eye(d)}, **kwargs)
+    handle, ref = paired(student, reference, class_name, args, rng,
+                         overrides={value_name: torch.eye(d)}, **kwargs)
     inputs = (x_1,) if x_2 is None else (x_1, x_2)
     keys = inputs[-1]
     got = expect_tensor(student.forward(handle, *inputs), "The attention weights",
                         shape=(x_1.shape[0], keys.shape[0]), finite=False)
     rows, columns = got.sum(-1), got.sum(0)
     if not torch.allclose(rows, torch.ones_like(rows), atol=1e-4):
+        with torch.no_grad():
+            expected = ref(*inputs)
+        if got.shape == expected.shape[::-1] and close(got, expected.T):
+            # (square here, so a transposed output has the right shape: its columns sum to 1 as
+            # they would after softmax over dim=0, but these are the right weights, turned over)
+            fail("The output is transposed: with the value matrix the identity the output is the weight"
+                 " matrix, and yours is the right one with rows and columns swapped. Return the context"
+                 " vectors as they come out of weights @ values, one row per token (no .T at the end).")
         if torch.allclose(columns, torch.ones_like(columns), atol=1e-4):
             fail("Each column of the attention weights sums to 1 instead of each row: softmax ran"
                  " over the wrong dimension (dim=0). Use dim=-1.")
