@@ -10,6 +10,7 @@ Every write is atomic (`write_atomically`): a batch killed at any point leaves
 either the previous file or the new one, never half of one.
 """
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -323,7 +324,7 @@ def grouped_checks(checks):
         group["cases"] += 1
         if not check.passed:
             group["failed"] += 1
-            group["message"] = group["message"] or check.message
+            group["message"] = _with_another_way(group["message"], check.message)
             because = getattr(check, "because", "")
             group["because"] = _joined(group["because"], because) if because else ""
     listed = list(groups.values())
@@ -339,6 +340,26 @@ def grouped_checks(checks):
     rest = [group for group in listed if not group["because"]]
     last_cause = max(rest.index(group) for group in causes)
     return rest[:last_cause + 1] + following + rest[last_cause + 1:]
+
+
+ANOTHER_WAY = " Another case of this check fails in another way: "
+
+
+def _with_another_way(said, message):
+    """A group's message once `message`, a further failing case's, is counted: the first case's words,
+    and one other case's where it fails in another way (not the same words with other sizes): a
+    check run on several cases can meet two mistakes, and the second must not go unsaid."""
+    if not said or not message:
+        return said or message
+    if ANOTHER_WAY in said or _kind(message) in {_kind(part) for part in [said]}:
+        return said
+    return said + ANOTHER_WAY + message
+
+
+def _kind(message):
+    """A message without its numbers and the lists and sizes it quotes: what kind of failure it says."""
+    text = re.sub(r"\([^()]*\)|\[[^\[\]]*\]", "", message)
+    return re.sub(r"\d+(\.\d+)?", "#", text)[:60]
 
 
 # -- results/<student>.json -----------------------------------------------------------------

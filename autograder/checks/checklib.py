@@ -54,12 +54,15 @@ def paired(student, reference, class_name, args, rng, overrides=None, **kwargs):
              f" bias although {option}=True asks for one. Pass the option on to each nn.Linear"
              f" (bias={option}).", named=True)
     if report["missing"]:
+        in_plain_container(student, handle, class_name, report["missing"])
         names = listed(report["missing"], 4)
         fail(f"Your {class_name} has no parameter named {names}. Use the attribute names the"
              f" exercise gives (and nn.Linear/nn.Embedding layers), so weights can be compared.")
     if report["wrong_shape"]:
         name, (got, want) = next(iter(report["wrong_shape"].items()))
-        fail(f"In your {class_name}, {short(name)} has shape {shape_text(got)}; expected {shape_text(want)}.")
+        sizes = call_sizes(getattr(reference, class_name), args, kwargs)
+        fail(f"In your {class_name}, {short(name)} has shape {sized_shape(got, sizes)}; expected"
+             f" {sized_shape(want, sizes)}.")
     if report["extra"]:
         fail(f"Your {class_name} has parameters the exercise does not ask for:"
              f" {listed(report['extra'], 4)}.")
@@ -214,6 +217,32 @@ def call_sizes(reference, args, kwargs):
     except (TypeError, ValueError):
         return {}
     return {name: value for name, value in bound.items() if type(value) is int}
+
+
+def in_plain_container(student, handle, class_name, missing):
+    """Fail, naming it, where the missing parameters belong to an attribute that is a plain list or
+    tuple holding layers (`self.head = nn.Linear(...),` with its trailing comma makes a tuple): nn.Module
+    registers no layer inside one, so its parameters are not the module's."""
+    held = set(student.structure(handle).get("list_attributes", ()))
+    owners = sorted({name.split(".")[0] for name in missing} & held)
+    if owners:
+        which = ", ".join(f"`{owner}`" for owner in owners)
+        fail(f"In your {class_name}, {which} {'is a plain tuple or list' if len(owners) == 1 else 'are plain tuples or lists'}"
+             " holding a layer, not a layer: PyTorch registers no layer kept inside one, so its parameters are"
+             " missing. Assign the layer itself (a trailing comma, `self.layer = nn.Linear(...),`, makes a"
+             " tuple); for several layers use nn.ModuleList.")
+
+
+def sized_shape(shape, sizes):
+    """"(50, 8)", or "(50, 8), that is (vocab_size, context_length)" where each number is one of
+    `sizes` ({name: int} the class was made with, `call_sizes`): a shape that says which size went
+    where. A number two sizes share is both ("emb_dim or att_dim"); one that more share, or none,
+    leaves the shape unnamed."""
+    text = shape_text(shape)
+    names = [[name for name, value in sizes.items() if value == n] for n in shape]
+    if not shape or not all(1 <= len(found) <= 2 for found in names):
+        return text
+    return f"{text}, that is ({', '.join(' or '.join(found) for found in names)})"
 
 
 class Locate:

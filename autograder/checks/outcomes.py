@@ -2,6 +2,7 @@
 the check's code), and what is done with a cell's results before anyone reads them: their order,
 the failures that would only repeat a cause, and fixed-inputs credit withheld until it is earned."""
 import contextlib
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -103,8 +104,28 @@ def quiet_consequences(checks):
     failed = {check.name.split("[")[0] for check in checks if not check.passed}
     for check in checks:
         if not check.passed and set(check.after + check.needs) & failed:
-            check.message = ""
+            # (an error the student's code raised here, and in no check it needs, is not what that check
+            # found: no repair ran to show it goes away, so it is said; the same error said twice is not)
+            raised = _raised(check.message)
+            if not raised or _raised_elsewhere(check, checks, raised):
+                check.message = ""
     return checks
+
+
+_RAISED = re.compile(r"\braised (\w+(?:Error|Exception)\b[^(]*)")
+
+
+def _raised(message):
+    """The error a check's message says the student's code raised ("TypeError: ..."), or ""."""
+    found = _RAISED.search(message or "")
+    return found.group(1).strip() if found else ""
+
+
+def _raised_elsewhere(check, checks, raised):
+    """Whether a failing check that `check` needs says the same error."""
+    needed = set(check.after + check.needs)
+    return any(not other.passed and other.name.split("[")[0] in needed and _raised(other.message) == raised
+               for other in checks)
 
 
 def withhold_unearned(checks):

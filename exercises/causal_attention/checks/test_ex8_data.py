@@ -30,6 +30,28 @@ def windows(text, context_length, stride):
             for s in range(0, len(ids) - context_length, stride)]
 
 
+def cut_short(got, expected):
+    """How many tokens `got` keeps of `expected` before padding repeats one filler (0, say) to its
+    length, where the text has other tokens; 0 when it is not that."""
+    for kept in range(len(expected) - 1, 0, -1):
+        pad = got[kept:]
+        if got[:kept] == expected[:kept] and len(set(pad)) == 1 and pad != expected[kept:]:
+            return kept
+    return 0
+
+
+def step_taken(data, ids, context_length, stride):
+    """The step the student's windows move by, where it is not `stride` and their first tokens show
+    it: 1 or context_length (the two steps code takes when it leaves stride out), else None."""
+    firsts = [pair[0].tolist()[:1] if isinstance(pair, list) and pair and type(pair[0]) is torch.Tensor else None
+              for pair in data["items"]]
+    for step in (1, context_length):
+        starts = list(range(0, len(ids) - context_length, step))
+        if step != stride and data["length"] == len(starts) and firsts == [ids[s: s + 1] for s in starts]:
+            return step
+    return None
+
+
 def expect_pair(pair, want, where):
     if not (isinstance(pair, list) and len(pair) == 2):
         fail(f"{where} should be a pair (input_ids, target_ids).")
@@ -40,6 +62,13 @@ def expect_pair(pair, want, where):
             fail(f"{where}: {part} should have length {len(expected)} (context_length),"
                  f" got shape {tuple(got.shape)}.")
     inputs, targets = (t.tolist() for t in pair)
+    for got, expected, part in zip((inputs, targets), want, ("input_ids", "target_ids")):
+        kept = cut_short(got, expected)
+        if kept:
+            fail(f"{where}: {part} holds the window's first {kept} tokens, then {len(got) - kept} padding"
+                 f" token{'s' if len(got) - kept != 1 else ''} where the text goes on: the slice is cut short."
+                 f" Take the whole {len(expected)} tokens, ids[start : start + context_length]"
+                 f"{'' if part == 'input_ids' else ' moved one to the right'}, with no padding.")
     if inputs != want[0]:
         fail(f"{where}: input_ids are not the expected window of tokens. Windows start at"
              " range(0, len(ids) - context_length, stride) and are context_length long.")
@@ -61,8 +90,12 @@ def test_dataset_windows(student, rng, context_length, stride):
         fail("MyData should be a subclass of torch.utils.data.Dataset.")
     if data["length"] != len(want):
         starts = list(range(0, len(text) - context_length, stride))
+        step = step_taken(data, list(text.encode()), context_length, stride)
+        moved = "" if step is None else (
+            f": your windows move {'one token at a time' if step == 1 else f'by context_length ({step} tokens)'},"
+            f" not by stride ({stride})")
         fail(f"For 23 tokens, context_length {context_length} and stride {stride}, expected"
-             f" {len(want)} windows (starting at {starts}), got {data['length']}. Use"
+             f" {len(want)} windows (starting at {starts}), got {data['length']}{moved}. Use"
              " range(0, len(ids) - context_length, stride).")
     if len(data["items"]) != len(want):  # the probe reports len() and the items separately
         fail(f"len(dataset) says {data['length']}, but {len(data['items'])} items could be read.")

@@ -29,8 +29,10 @@ def test_output_shape(student, rng, batch, n):
     except StudentError as error:
         sizes = re.search(r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\)", str(error))
         positions = sizes is not None and {int(sizes[1]), int(sizes[2])} == {n, ARGS[0]}  # N against context_length
-        if sizes is not None and not positions:
-            expect_embedding_sizes(student, handle)  # embeddings of the wrong sizes do not add up
+        product = "mat1 and mat2 shapes cannot be multiplied" in str(error)
+        if (sizes is not None and not positions) or product:
+            # embeddings of the wrong width neither add up nor fit the attention layer's inputs
+            expect_embedding_sizes(student, handle)
         hint = (" Build positions for the N tokens you got, torch.arange(N), not"
                 " arange(context_length).") if n < ARGS[0] and positions else " " + hint_for(str(error))
         fail(f"For token ids of shape {(batch, n)}, your model failed: {error}.{hint.rstrip()}")
@@ -38,13 +40,14 @@ def test_output_shape(student, rng, batch, n):
 
 
 def expect_embedding_sizes(student, handle):
-    """Name an embedding table made with its sizes swapped (nn.Embedding(num_embeddings, embedding_dim))."""
+    """Name an embedding table whose vectors are not emb_dim wide (its sizes swapped, or another size
+    as its width: nn.Embedding(num_embeddings, embedding_dim)). Its rows are test_layers' part."""
     context_length, vocab_size, emb_dim = ARGS[:3]
     shapes = student.structure(handle).get("parameters", {})
     for name, rows, what in (("token_embs.weight", vocab_size, "vocab_size"), ("pos_embs.weight", context_length, "context_length")):
-        if name in shapes and list(shapes[name]) != [rows, emb_dim]:
-            fail(f"{name.split('.')[0]} has shape {tuple(shapes[name])}, so its vectors do not have emb_dim = {emb_dim}"
-                 f" numbers and cannot be added to the other embeddings. nn.Embedding takes (number of rows,"
+        if name in shapes and len(shapes[name]) == 2 and shapes[name][1] != emb_dim:
+            fail(f"{name.split('.')[0]} has shape {tuple(shapes[name])}, so its vectors have {shapes[name][1]} numbers"
+                 f" where the attention layer takes emb_dim = {emb_dim}. nn.Embedding takes (number of rows,"
                  f" vector size): nn.Embedding({what}, emb_dim), here ({rows}, {emb_dim}).", named=True)
 
 
