@@ -224,7 +224,9 @@ LAYOUT = {"transpose", "permute", "view", "reshape", "contiguous", "unsqueeze", 
 
 
 def match(student_steps, reference_steps):
-    """{student step index: [reference step indices with the same values]} (float steps)."""
+    """{student step index: [reference step indices with the same values]} (float steps). A step
+    not masked yet matches a masked reference step where that one is not hidden (`before_masking`):
+    code that masks later is right up to there."""
     found = {}
     for step in student_steps:
         if step.value is None:
@@ -232,7 +234,27 @@ def match(student_steps, reference_steps):
         exact = step.op in LAYOUT
         found[step.index] = [ref.index for ref in reference_steps if ref.value is not None and (
             _close(step.value, ref.value) if exact else alike(step.value, ref.value))]
+        if not found[step.index] and not exact:
+            found[step.index] = [ref.index for ref in reference_steps
+                                 if ref.value is not None and hidden_as(step.value, ref.value) == "not yet"]
     return found
+
+
+def hidden_as(student_value, reference_value):
+    """How a student's value stands to a reference value that hides entries with -inf (a causal
+    mask filled before softmax), where the two agree everywhere else: "not yet" where the student's
+    value still holds its own numbers there (the masking comes later), "filled" where it holds one
+    finite number there (a mask filled with 0, say, which softmax still weights); else ""."""
+    a, b = student_value, reference_value
+    if a.shape != b.shape or not a.is_floating_point() or not b.is_floating_point():
+        return ""
+    hidden = torch.isneginf(b)
+    if int(hidden.sum()) < 2 or bool(hidden.all()) or not bool(torch.isfinite(a).all()):
+        return ""
+    if not torch.allclose(a[~hidden].double(), b[~hidden].double(), rtol=RTOL, atol=ATOL):
+        return ""
+    there = a[hidden].double()
+    return "filled" if float(there.max() - there.min()) < 1e-6 else "not yet"
 
 
 def downstream(steps):
@@ -313,6 +335,10 @@ def candidates(student_steps, reference_steps, matches, output):
             continue  # its values are used by a step that is right: another way to the same result
         targets = [ref for ref in reference_steps if _same_kind(ref, step) and ref.index not in matched_refs
                    and laid_out(ref.value, step.shape)]
+        # a mask filled with a finite number: the masked values it should be are tried first
+        filled = [ref for ref in reference_steps if step.value is not None and ref.value is not None
+                  and hidden_as(step.value, ref.value) == "filled"]
+        targets = filled + [ref for ref in targets if ref not in filled]
         if duplicate:
             targets = [ref for ref in reference_steps if _same_kind(ref, step) and ref.index not in own
                        and laid_out(ref.value, step.shape)] or targets
@@ -603,6 +629,10 @@ def difference(got, expected, sizes=None, code=""):
                         " another dimension)")
     if torch.isnan(got).any() and not torch.isnan(expected).any():
         return "it has NaN values where none are expected"
+    if hidden_as(got, expected) == "filled":
+        fill = got[torch.isneginf(expected)][0].item()
+        return (f"where the expected values are -inf (hidden), yours are {fill:g}: softmax still gives a"
+                f" weight of e^{fill:g} to them, and only -inf gives weight 0. Fill them with float('-inf')")
     ratio = _constant(got, expected)
     if ratio is not None and abs(ratio - 1) > 1e-3 and abs(ratio) > 1e-3:  # all zeros is no scale: nothing to say
         if 0 < ratio < 1 and _nice(1 / ratio):  # a division too many: by 2, by sqrt(8)
@@ -844,11 +874,13 @@ def _message(finding, where):
             for step, ref in finding.places]
     notes = [_rearranged(step, finding.student_steps, matches, finding.reference_steps) for step, _ in finding.places]
     if len(said) == 1 and finding.repaired:
-        step = finding.places[0][0]
+        step, ref = finding.places[0]
         there = "" if notes[0] else ", so the mistake is there"
+        # (a fill that is wrong only where the expected values are hidden: its mask marks the right places)
+        uses = "" if hidden_as(step.value, _expected(step, ref)) == "filled" else _uses(step, finding.student_steps)
         return (f"In {where}, the values first go wrong at {said[0]}. {matched}With the expected values on that"
                 f" line, the rest of your code gives the right output{there}.{notes[0]}"
-                f"{_uses(step, finding.student_steps)}{unused(finding)}")
+                f"{uses}{unused(finding)}")
     if finding.repaired:
         listed_places = "; ".join(f"({n}) {text}" for n, text in enumerate(said, 1))
         notes = "".join(dict.fromkeys(notes))  # each said once

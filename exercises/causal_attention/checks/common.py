@@ -419,15 +419,22 @@ def expect_weights_not_uniform(weights, what):
         fail(f"{what} are not right: {explanation}", named=True)
 
 
-def expect_dropout_on_weights(student, handle, x, heads=1):
+DROPOUT_P, OTHER_P = 0.5, 0.2  # the check's dropout, and another to tell a by-hand 1/(1 - p) by
+
+
+def expect_dropout_on_weights(student, handle, x, heads=1, rebuilt=None):
     """With all-ones value vectors (and an identity output projection), each
     head's output block holds the sums of its attention weights: 1 in eval mode,
     one number per row and head in training mode when dropout hits the weights.
+    `handle` is the student's module made so with dropout DROPOUT_P; `rebuilt(p)` makes it again
+    with another p (to tell weights scaled by hand).
     (Whether those weights depend on the queries and keys is the caller's part:
     `expect_weights_not_uniform`.)"""
     shape = tuple(x.shape)
     evaluated = expect_tensor(student.forward(handle, x), "The output", shape=shape)
     if not torch.allclose(evaluated, torch.ones(shape), atol=1e-5):
+        if rebuilt is not None:
+            expect_no_rescaling_by_hand(student, rebuilt, x, evaluated)
         fail("In eval mode (model.eval()) dropout must do nothing, but the attention weights"
              " changed. Use the nn.Dropout layer self.dropout; it switches off in eval mode.")
     trained = expect_tensor(student.forward(handle, x, train=True, seed=1), "The output", shape=shape)
@@ -445,6 +452,21 @@ def expect_dropout_on_weights(student, handle, x, heads=1):
     if not torch.allclose(blocks, blocks[..., :1].expand_as(blocks), atol=1e-5):
         fail("Dropout is applied to the context vectors or the output, not to the attention"
              " weights: apply self.dropout to the weights, before multiplying by the values.", apart=True)
+
+
+def expect_no_rescaling_by_hand(student, built, x, evaluated):
+    """Name weights scaled by 1/(1 - p) by hand: in eval mode they sum to 1/(1 - p) with the check's p
+    and with another p too (the same code, dropout's p alone changed: verdict.MistakeApart)."""
+    def by_hand(value, p):
+        return isinstance(value, torch.Tensor) and value.shape == x.shape and torch.allclose(
+            value, torch.full(value.shape, 1 / (1 - p)), atol=1e-4)
+
+    if not by_hand(evaluated, DROPOUT_P) or not by_hand(student.forward(built(OTHER_P), x), OTHER_P):
+        return
+    fail(f"In eval mode your attention weights sum to {1 / (1 - DROPOUT_P):g} with dropout p = {DROPOUT_P:g} and to"
+         f" {1 / (1 - OTHER_P):g} with p = {OTHER_P:g}: they are scaled by 1/(1 - p) by hand. nn.Dropout already"
+         " scales the weights it keeps by 1/(1 - p) in training mode and does nothing in eval mode: remove the"
+         " extra factor.", apart=True)
 
 
 def causal_mistakes(x, ref):

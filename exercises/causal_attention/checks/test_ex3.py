@@ -7,7 +7,7 @@ from autograder.checks import brief, fail
 from autograder.checks import expect_tensor
 
 from autograder.checks import diagnosis, expect_reference_output, locate_module, observe_module, paired, randn, student_forward
-from .common import (diagnose_weights, causal_mistakes, expect_dropout_on_weights, expect_mask_buffer,
+from .common import (DROPOUT_P, diagnose_weights, causal_mistakes, expect_dropout_on_weights, expect_mask_buffer,
                      expect_moves_to_meta, expect_no_leak, expect_weights_not_uniform, JOURNEY, scale_mistakes,
                      uniform_weights)
 
@@ -87,9 +87,11 @@ def test_dropout_on_weights(student, reference, rng):
     n, d = 16, 6
     # Every value vector is all ones, so an output row is the sum of its weights.
     overrides = {"W_value.weight": torch.zeros(d, d), "W_value.bias": torch.ones(d)}
-    handle, _ = paired(student, reference, NAME, (d, d, n), rng, overrides=overrides,
-                       dropout=0.5, qkv_bias=True)
-    expect_dropout_on_weights(student, handle, randn(rng, 4, n, d))
+    def built(p):
+        return paired(student, reference, NAME, (d, d, n), rng, overrides=overrides, dropout=p, qkv_bias=True)[0]
+
+    handle = built(DROPOUT_P)
+    expect_dropout_on_weights(student, handle, randn(rng, 4, n, d), rebuilt=built)
     # ... and those weights must come from the queries and keys: dropout on a plain average
     # of the values checks nothing about attention.
     expect_weights_not_uniform(observed_weights(student, reference, rng)[0], "The attention weights")

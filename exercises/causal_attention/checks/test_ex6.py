@@ -5,7 +5,7 @@ import torch
 from autograder.checks import brief, expect_tensor, fail
 
 from autograder.checks import diagnosis, expect_reference_output, locate_module, observe_module, paired, randn, student_forward
-from .common import (diagnose_weights, expect_dropout_on_weights, expect_mask_buffer, expect_moves_to_meta,
+from .common import (DROPOUT_P, diagnose_weights, expect_dropout_on_weights, expect_mask_buffer, expect_moves_to_meta,
                      expect_no_leak, expect_weights_not_uniform, JOURNEY, one_module_mistakes, scale_mistakes,
                      uniform_weights)
 
@@ -108,9 +108,12 @@ def test_dropout_on_weights(student, reference, rng):
     # head's output block holds the sums of that head's weights.
     overrides = {"W_value.weight": torch.zeros(d, d), "W_value.bias": torch.ones(d),
                  "projection.weight": torch.eye(d), "projection.bias": torch.zeros(d)}
-    handle, _ = paired(student, reference, NAME, (d, d, heads, n), rng, overrides=overrides,
-                       dropout=0.5, qkv_bias=True)
-    expect_dropout_on_weights(student, handle, randn(rng, 4, n, d), heads=heads)
+    def built(p):
+        return paired(student, reference, NAME, (d, d, heads, n), rng, overrides=overrides, dropout=p,
+                      qkv_bias=True)[0]
+
+    handle = built(DROPOUT_P)
+    expect_dropout_on_weights(student, handle, randn(rng, 4, n, d), heads=heads, rebuilt=built)
     # ... and those weights must come from the queries and keys: dropout on a plain average
     # of the values checks nothing about attention.
     expect_weights_not_uniform(observed_weights(student, reference, rng)[0], "The attention weights of each head")
