@@ -825,6 +825,31 @@ def _and(items):
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
+def scrambled(finding):
+    """(student step, reference step it comes from) for the first view or reshape that the student's
+    right values go into and whose output holds the same numbers as the reference's own arrangement
+    of them, in an order none of that arrangement's layouts gives (heads split by a view alone, with
+    no transpose); None when there is none."""
+    steps, refs = finding.student_steps, finding.reference_steps
+    matches = match(steps, refs)
+    for step in steps:
+        if step.op not in ("view", "reshape") or step.value is None or matches.get(step.index):
+            continue
+        source = next((i for i in reversed(step.came_from) if 0 <= i < len(steps) and matches.get(i)), None)
+        if source is None or steps[source].op in LAYOUT:
+            continue
+        made = [refs[i] for i in matches[source]]
+        arranged = [ref for ref in refs if ref.op in LAYOUT and ref.value is not None and ref.value.dim() > 2
+                    and ref.value.numel() == step.value.numel()
+                    and any(ref.index > origin.index for origin in made)
+                    and _close(ref.value.reshape(-1).sort().values, step.value.reshape(-1).sort().values)]
+        options = [option for ref in arranged for option in laid_out(ref.value, step.shape)]
+        if arranged and options and not any(_close(step.value, option) for option in options):
+            named = next((ref for ref in made if ref.name), None)
+            return (step, named) if named is not None else None
+    return None
+
+
 def _uses(step, steps):
     """What else to look at: the line that made a mask (an input that is not a float) the
     step uses, or the mask itself when it was made before the code ran (a buffer)."""
@@ -865,6 +890,14 @@ def _message(finding, where):
     if finding.early is not None:
         return _early(finding, where)
     if not finding.places:
+        mixed = scrambled(finding)
+        if mixed is not None:
+            step, ref = mixed
+            return (f"In {where}, the values first go wrong at {quoted(step)}: it holds the numbers of {ref.name}, but"
+                    " in an order no arrangement of the heads gives. A view or reshape alone keeps the numbers in"
+                    " token order, so each head gets features of several tokens. Split with .view(B, N, num_heads,"
+                    " d_head), then move the heads forward with .transpose(1, 2); to join the heads, transpose back"
+                    f" first, then view.{unused(finding)}")
         thrown_away = unused(finding)
         return f"In {where}, the values go wrong, and the grader cannot tell where.{thrown_away}" if thrown_away else ""
     matched = (f"Up to there your values match the expected ones ({', '.join(finding.matched[:MAX_NAMES])}). "
