@@ -335,10 +335,6 @@ def candidates(student_steps, reference_steps, matches, output):
             continue  # its values are used by a step that is right: another way to the same result
         targets = [ref for ref in reference_steps if _same_kind(ref, step) and ref.index not in matched_refs
                    and laid_out(ref.value, step.shape)]
-        # a mask filled with a finite number: the masked values it should be are tried first
-        filled = [ref for ref in reference_steps if step.value is not None and ref.value is not None
-                  and hidden_as(step.value, ref.value) == "filled"]
-        targets = filled + [ref for ref in targets if ref not in filled]
         if duplicate:
             targets = [ref for ref in reference_steps if _same_kind(ref, step) and ref.index not in own
                        and laid_out(ref.value, step.shape)] or targets
@@ -358,6 +354,9 @@ def candidates(student_steps, reference_steps, matches, output):
         if step.op not in LAYOUT:
             rank = step.index / max(len(student_steps), 1)
             targets.sort(key=lambda ref: abs(ref.index / max(len(reference_steps), 1) - rank))
+        # a mask filled with a finite number: the masked values it should hold are tried first
+        filled = [ref for ref in reference_steps if ref.value is not None and hidden_as(step.value, ref.value) == "filled"]
+        targets = filled + [ref for ref in targets if ref not in filled]
         found.append((step, targets[:TARGETS_PER_STEP]))
         if len(found) >= MAX_CANDIDATES:
             break
@@ -481,6 +480,15 @@ def localising(student, target, inputs, reference_output, reference_steps, seed=
             finding.first = options[0][0]
             finding.matched = _matched_before(steps, matches, reference_steps, finding.first)
         chosen = yield from run.best_place(options, steps, matches, replace, {p.index: p.expected for p, _ in finding.places})
+        if chosen is None and not finding.places:
+            # two mistakes, each hiding the other: no one place helps alone, but a pair repairs it all
+            pair = yield from run.best_pair(options, steps, matches)
+            if pair is not None:
+                for step, ref, value in pair:
+                    step.expected = value
+                    finding.places += ((step, ref),)
+                finding.repaired = True
+                return finding
         if chosen is None:
             after = set().union(*(downstream(steps)[i] for i in replace)) if replace else None
             finding.stopped = next((step for step, _ in options if (after is None or step.index in after)
@@ -536,6 +544,26 @@ class _Run:
             if chosen is None or (step.index, -progress) < (chosen[0].index, -chosen[3]):
                 chosen = (step, ref, answered, progress, made, value)
         return chosen
+
+    def best_pair(self, options, steps, matches):
+        """((step, reference step, value), (step, reference step, value)): the first two places, in the
+        order the code ran them, whose expected values together make the output right, the second
+        credible once the first is replaced; None when no pair does (each place with its first two
+        targets, MAX_TRIES runs at most, outputs only)."""
+        singles = [(step, ref, value) for step, refs in options for ref in refs[:2]
+                   for value in laid_out(ref.value, step.shape)[:1]]
+        pairs = [(first, second) for n, first in enumerate(singles) for second in singles[n + 1:]
+                 if first[0].index < second[0].index and _credible(first[0], steps, matches, {})
+                 and _credible(second[0], steps, matches, {first[0].index: first[1]})][:MAX_TRIES]
+        if not pairs:
+            return None
+        outputs = yield WhatIf(self.target, self.inputs,
+                               [{first[0].index: first[2], second[0].index: second[2]} for first, second in pairs],
+                               self.seed)
+        for pair, answered in zip(pairs, outputs):
+            if isinstance(answered, dict) and _distance(answered.get("output"), self.reference_output) == 0.0:
+                return pair
+        return None
 
     def _own_lines(self, steps):
         """A what-if run's steps, each with its line's text as the untouched run read it ("" for a
