@@ -550,7 +550,9 @@ class _Run:
         order the code ran them, whose expected values together make the output right, the second
         credible once the first is replaced; None when no pair does (each place with its first two
         targets, MAX_TRIES runs at most, outputs only)."""
-        singles = [(step, ref, value) for step, refs in options for ref in refs[:2]
+        # (not the last step that computes: its expected value repairs any code, so a pair with it shows nothing)
+        last = max((step.index for step in steps if step.op not in LAYOUT and step.value is not None), default=-1)
+        singles = [(step, ref, value) for step, refs in options if step.index < last for ref in refs[:2]
                    for value in laid_out(ref.value, step.shape)[:1]]
         pairs = [(first, second) for n, first in enumerate(singles) for second in singles[n + 1:]
                  if first[0].index < second[0].index and _credible(first[0], steps, matches, {})
@@ -658,7 +660,7 @@ def difference(got, expected, sizes=None, code=""):
     if torch.isnan(got).any() and not torch.isnan(expected).any():
         return "it has NaN values where none are expected"
     if hidden_as(got, expected) == "filled":
-        fill = got[torch.isneginf(expected)][0].item()
+        fill = got[torch.isneginf(expected)][0].item() + 0.0  # (-0.0 reads as 0)
         return (f"where the expected values are -inf (hidden), yours are {fill:g}: softmax still gives a"
                 f" weight of e^{fill:g} to them, and only -inf gives weight 0. Fill them with float('-inf')")
     ratio = _constant(got, expected)

@@ -195,8 +195,10 @@ def missing_because_crashed(cells, cell_errors):
 def _explanation(message):
     """What a message says is wrong, without what it was looking at: two checks that name the
     same mistake in different outputs ("the outputs are not right: X", "the weights of each
-    head are not right: X") say it once."""
-    return message.split(" are not right: ", 1)[-1]
+    head are not right: X") or on different inputs ("For scores far from zero, ...: X", "For
+    scores whose future is far above the past, ...: X") say it once."""
+    said = message.split(" are not right: ", 1)[-1]
+    return said.split(": ", 1)[1] if said.startswith("For ") and ": " in said else said
 
 
 def what_fixing_earns(cells, repaired, points):

@@ -23,6 +23,10 @@ def diagnose_weights(got, expected, what, variants=()):
     name_mistake(got, variants, what)
     inner = what[0].lower() + what[1:]  # `what` in the middle of a sentence
     n = got.shape[-1]
+    if n > 1 and torch.isposinf(got).triu(diagonal=1).any() and not torch.isposinf(got).tril().any():
+        fail(f"{what} are +inf above the diagonal: the future is filled with +inf, not hidden (-float('-inf')"
+             " is +inf). Fill the future scores with float('-inf') before softmax, so that softmax gives them"
+             " weight 0.", named=True)
     visible = got.nan_to_num(0.0).abs() > 1e-6
     # (the last row has no future: with the mask inverted every score of it is hidden, and a fill
     # such as -1e9 then gives it equal weights everywhere, so only the rows above it tell)
