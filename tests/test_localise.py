@@ -282,3 +282,70 @@ def test_a_result_computed_and_thrown_away_is_named_at_its_line():
     right = NamespaceStudent(notebook())
     handle = right.new("CausalAttention", (6, 4, 9), {"dropout": 0.5})
     assert unused_results(right, handle, [torch.randn(2, 5, 6)], "dropout", train=True, seed=1) == []
+
+
+# -- issue 44: faults where they are made, and two that hide each other ----------------------------
+ONE_MODULE = locate_module("MultiHeadAttentionOneModule", (6, 4, 2, 9), (3, 7, 6), longest=[(3, 9, 6)])
+
+
+def test_a_mask_filled_with_zero_is_named_at_the_fill_not_at_the_right_scores_before_it():
+    # The scores are scaled before masking (right, only not masked yet) and the future is filled with 0
+    finding, said = found_in(notebook([
+        ("ex6_answer", "scores = scores.masked_fill(self.mask[:N, :N] == 0, float(\"-inf\"))",
+         "scores = (scores / math.sqrt(d_head)).masked_fill(self.mask[:N, :N] == 0, 0.0)"),
+        ("ex6_answer", "weights = torch.softmax(scores / math.sqrt(d_head), dim=-1)",
+         "weights = torch.softmax(scores, dim=-1)")]), locate=ONE_MODULE)
+    assert finding.repaired and len(finding.places) == 1
+    assert "masked_fill(self.mask[:N, :N] == 0, 0.0)" in finding.places[0][0].code
+    assert "where the expected values are -inf (hidden), yours are 0: softmax still gives a weight of e^0" in said
+    assert "check that mask too" not in said  # it marks the right places: only the fill is wrong
+
+
+def test_a_wrong_fill_and_a_wrong_scale_are_found_together_as_two_places():
+    # Each hides the other: with the fill fixed the scale is still wrong, and the other way round.
+    finding, said = found_in(notebook([
+        ("ex3_answer", "scores = scores.masked_fill(self.mask[:N, :N] == 0, float(\"-inf\"))",
+         "scores = scores * self.mask[:N, :N]"),
+        ("ex3_answer", "math.sqrt(self.d_out)", "math.sqrt(N)")]))
+    assert finding.repaired and len(finding.places) == 2
+    assert said.startswith("In your CausalAttention, 2 lines give values that differ from the expected ones")
+    assert "yours are 0: softmax still gives a weight of e^0" in said
+    assert "where it should divide by 2 (the square root of d_out = 4)" in said
+
+
+def test_a_pair_never_rests_on_the_last_computing_step():
+    # Softmax first, then the future filled with +inf: replacing the last line repairs any code, so
+    # no pair of places is claimed with it.
+    finding, said = found_in(notebook(replace={"ex2_answer": (
+        "def mask_before_softmax(qkt, d_out):\n"
+        "    mask = torch.ones(qkt.shape[-2:]).triu(1).bool()\n"
+        "    attn = (qkt / math.sqrt(d_out)).softmax(dim=-1)\n"
+        "    return attn.masked_fill(mask, -float('-inf'))\n")}),
+        locate=locate_function("mask_before_softmax", lambda rng: [torch.randn(2, 5, 5, generator=rng), 4]))
+    assert finding is None or len(finding.places) < 2
+
+
+def corpus_code(name):
+    """The answer cells of a bundled causal_attention corpus entry (answers from public code)."""
+    import tomllib
+
+    entries = tomllib.loads((COURSE.root / "exercises" / "causal_attention" / "corpus.toml").read_text())["entry"]
+    return next(entry for entry in entries if entry["name"] == name)["code"]
+
+
+def test_heads_split_by_a_view_alone_are_named_at_that_view():
+    # Q.view(B * num_heads, -1, d_head) with no transpose: each "head" holds features of several tokens
+    finding, said = found_in(notebook(replace=corpus_code("h44-b-ex6-heads-viewed-without-transpose-and-output-dropout")),
+                             locate=ONE_MODULE)
+    assert not finding.places and "Q = Q.view(batch_size * self.num_heads, -1, self.d_head)" in said
+    assert "it holds the numbers of the queries, but in an order no arrangement of the heads gives" in said
+    assert "then move the heads forward with .transpose(1, 2)" in said
+
+
+def test_values_not_masked_yet_match_masked_ones_where_those_are_not_hidden():
+    expected = torch.tensor([[1.0, float("-inf")], [2.0, 3.0]])
+    assert localise.hidden_as(torch.tensor([[1.0, 5.0], [2.0, 3.0]]), expected) == ""  # one hidden: too few
+    expected = torch.tensor([[1.0, float("-inf"), float("-inf")], [2.0, 3.0, float("-inf")], [1.0, 2.0, 3.0]])
+    assert localise.hidden_as(torch.tensor([[1.0, 5.0, 6.0], [2.0, 3.0, 7.0], [1.0, 2.0, 3.0]]), expected) == "not yet"
+    assert localise.hidden_as(torch.tensor([[1.0, 0.0, 0.0], [2.0, 3.0, 0.0], [1.0, 2.0, 3.0]]), expected) == "filled"
+    assert localise.hidden_as(torch.tensor([[9.0, 0.0, 0.0], [2.0, 3.0, 0.0], [1.0, 2.0, 3.0]]), expected) == ""

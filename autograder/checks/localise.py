@@ -480,8 +480,9 @@ def localising(student, target, inputs, reference_output, reference_steps, seed=
             finding.first = options[0][0]
             finding.matched = _matched_before(steps, matches, reference_steps, finding.first)
         chosen = yield from run.best_place(options, steps, matches, replace, {p.index: p.expected for p, _ in finding.places})
-        if chosen is None and not finding.places:
+        if chosen is None and not finding.places and scrambled(finding) is None:
             # two mistakes, each hiding the other: no one place helps alone, but a pair repairs it all
+            # (not past heads split by a view alone: that is where the values go wrong, and says so)
             pair = yield from run.best_pair(options, steps, matches)
             if pair is not None:
                 for step, ref, value in pair:
