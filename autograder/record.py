@@ -359,7 +359,7 @@ def _with_another_way(said, message):
 def _kind(message):
     """A message without its numbers and the lists and sizes it quotes: what kind of failure it says."""
     text = re.sub(r"\([^()]*\)|\[[^\[\]]*\]", "", message)
-    return re.sub(r"\d+(\.\d+)?", "#", text)[:60]
+    return re.sub(r"\d+(\.\d+)?|\b(True|False|None)\b", "#", text)[:60]
 
 
 # -- results/<student>.json -----------------------------------------------------------------

@@ -103,7 +103,9 @@ def quiet_consequences(checks):
     this one's would only repeat it in other words, or point elsewhere. Its points stay lost."""
     failed = {check.name.split("[")[0] for check in checks if not check.passed}
     for check in checks:
-        if not check.passed and set(check.after + check.needs) & failed:
+        # (a mistake apart is not what a fixed-inputs check's needed checks test: only `after` quiets it)
+        needs = () if check.apart else check.needs
+        if not check.passed and set(check.after + needs) & failed:
             # (an error raised at a line of the student's own here, and in no check it needs, is not what
             # that check found: no repair ran to show it goes away, so it is said; the same error twice is
             # not. One raised in library code, on what the student's code made, may well be that check's

@@ -137,12 +137,23 @@ def expect_weights_use_queries_and_keys(student, handle, inputs, weights):
              f" (or not used in the scores).")
 
 
-def expect_seeded_first_row(student, class_name, seed, expected, hint):
+def expect_seeded_first_row(student, class_name, seed, expected, hint, reference=None):
     """`class_name(3, 2)` built after torch.manual_seed(seed) gives `expected` as the first
-    output row on the notebook's sentence (the values the notebook prints)."""
-    from autograder.checks import student_forward
+    output row on the notebook's sentence (the values the notebook prints). With the `reference`,
+    parameters that start from other values than its own are named first: whatever forward does,
+    they are __init__'s (verdict.MistakeApart)."""
+    from autograder.checks import reference_module, student_forward
 
     handle = student.new(class_name, (3, 2), seed=seed)
+    if reference is not None:
+        theirs = student.parameters(handle)
+        ours = dict(reference_module(reference, class_name, 3, 2, seed=seed).named_parameters())
+        if set(theirs) == set(ours) and all(isinstance(theirs[name], torch.Tensor)
+                                            and theirs[name].shape == ours[name].shape for name in ours):
+            differ = [name for name in ours if not torch.allclose(theirs[name], ours[name].detach(), atol=1e-6)]
+            if differ:
+                fail(f"With torch.manual_seed({seed}), your {class_name}(3, 2) starts from other values than the"
+                     f" exercise's in {brief(differ)}, whatever its forward does. {hint}", apart=True)
     got = student_forward(student, handle, JOURNEY, shape=(6, 2))
     expected = torch.tensor(expected)
     if not torch.allclose(got[0], expected, atol=1e-4):

@@ -31,10 +31,11 @@ def test_reference_values(student, reference, rng, tokens):
 
 @pytest.mark.fixed_inputs("test_reference_values")
 @pytest.mark.after("test_parameters")  # a wrong order or layout is named there
-def test_canonical_seeded_values(student):
+def test_canonical_seeded_values(student, reference):
     """Gives the expected values for torch.manual_seed(123) on the notebook's sentence"""
     expect_seeded_first_row(student, NAME, 123, [0.2996, 0.8053],
-                            "Create W_query, W_key and W_value in that order, each with torch.rand (not torch.randn).")
+                            "Create W_query, W_key and W_value in that order, each with torch.rand (not torch.randn).",
+                            reference)
 
 
 def test_weight_rows(student, reference, rng):

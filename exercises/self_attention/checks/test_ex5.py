@@ -36,10 +36,10 @@ def test_reference_values(student, reference, rng, qkv_bias):
 
 @pytest.mark.fixed_inputs("test_reference_values")
 @pytest.mark.after("test_layers")  # a wrong order or layout is named there
-def test_canonical_seeded_values(student):
+def test_canonical_seeded_values(student, reference):
     """Gives the expected values for torch.manual_seed(789) on the notebook's sentence"""
     expect_seeded_first_row(student, NAME, 789, [-0.0739, 0.0713],
-                            "Create W_query, W_key and W_value in that order, as nn.Linear layers.")
+                            "Create W_query, W_key and W_value in that order, as nn.Linear layers.", reference)
 
 
 def test_weight_rows(student, reference, rng):
