@@ -351,9 +351,14 @@ def _with_another_way(said, message):
     check run on several cases can meet two mistakes, and the second must not go unsaid."""
     if not said or not message:
         return said or message
-    if ANOTHER_WAY in said or _kind(message) in {_kind(part) for part in [said]}:
-        return said
+    if ANOTHER_WAY in said or _kind(message) == _kind(said) or set(_lines(message)) & set(_lines(said)):
+        return said  # (the same failure, or one at a line already quoted: said once)
     return said + ANOTHER_WAY + message
+
+
+def _lines(message):
+    """The student's lines a message quotes ("line 12, `...`", "your line 12: ...")."""
+    return re.findall(r"\bline (\d+)[,:]", message)
 
 
 def _kind(message):

@@ -229,7 +229,7 @@ def in_plain_container(student, handle, class_name, missing):
         which = ", ".join(f"`{owner}`" for owner in owners)
         fail(f"In your {class_name}, {which} {'is a plain tuple or list' if len(owners) == 1 else 'are plain tuples or lists'}"
              " holding a layer, not a layer: PyTorch registers no layer kept inside one, so its parameters are"
-             " missing. Assign the layer itself (a trailing comma, `self.layer = nn.Linear(...),`, makes a"
+             f" missing. Assign the layer itself (a trailing comma, as in `self.{owners[0]} = ...,`, makes a"
              " tuple); for several layers use nn.ModuleList.")
 
 

@@ -444,22 +444,20 @@ def localising(student, target, inputs, reference_output, reference_steps, seed=
     Each round tries the reference's values in the place of each step where the values may go
     wrong (`candidates`, in the order the code ran them), in one request. The first place whose
     replacement makes the output right, or else makes more of the later steps right, is a
-    mistake: its value stays replaced and the run, traced again, is searched for the next one.
-    It ends when the output is right (`repaired`: every mistake found), or when no place helps
-    (the Finding then holds the places found so far, and `stopped` where the values go wrong
-    for a reason the grader cannot tell)."""
+    mistake: its value stays replaced and the run, traced again, is searched for the next one
+    (where no one place helps at first, a pair may: `_as_a_pair`). It ends when the output is
+    right (`repaired`), or when nothing helps (`stopped`: where the values go wrong for a reason
+    the grader cannot tell)."""
     try:
         traced = student.trace(target, inputs, seed=seed)
     except StudentError as error:
         return Finding(error=str(error))  # the cell's checks say this error in their own words
     output = traced.get("output")
-    if not isinstance(output, torch.Tensor) or not isinstance(reference_output, torch.Tensor):
-        return None
-    if _close(output, reference_output):
-        return None
-    finding, replace = Finding(reference_steps=reference_steps), {}
+    if not isinstance(output, torch.Tensor) or not isinstance(reference_output, torch.Tensor) or _close(
+            output, reference_output):
+        return None  # nothing to compare, or right: the mistake is not in these values
+    finding, replace, steps = Finding(reference_steps=reference_steps), {}, steps_of(traced.get("steps", []))
     finding.inputs = [item for item in inputs if isinstance(item, torch.Tensor) and item.is_floating_point()]
-    steps = steps_of(traced.get("steps", []))
     finding.student_steps = steps
     finding.early = _stops_early(steps, reference_steps, output)
     if finding.early is not None:
@@ -480,16 +478,8 @@ def localising(student, target, inputs, reference_output, reference_steps, seed=
             finding.first = options[0][0]
             finding.matched = _matched_before(steps, matches, reference_steps, finding.first)
         chosen = yield from run.best_place(options, steps, matches, replace, {p.index: p.expected for p, _ in finding.places})
-        if chosen is None and not finding.places and scrambled(finding) is None:
-            # two mistakes, each hiding the other: no one place helps alone, but a pair repairs it all
-            # (not past heads split by a view alone: that is where the values go wrong, and says so)
-            pair = yield from run.best_pair(options, steps, matches)
-            if pair is not None:
-                for step, ref, value in pair:
-                    step.expected = value
-                    finding.places += ((step, ref),)
-                finding.repaired = True
-                return finding
+        if chosen is None and not finding.places and (yield from _as_a_pair(run, finding, options, steps, matches)):
+            return finding
         if chosen is None:
             after = set().union(*(downstream(steps)[i] for i in replace)) if replace else None
             finding.stopped = next((step for step, _ in options if (after is None or step.index in after)
@@ -504,6 +494,23 @@ def localising(student, target, inputs, reference_output, reference_steps, seed=
         steps, output = made, answer_["output"]
         finding.student_steps = steps
     return finding
+
+
+def _as_a_pair(run, finding, options, steps, matches):
+    """Two mistakes, each hiding the other: no one place helps alone, but a pair repairs it all. True
+    when a pair did (its places added to `finding`, repaired). Not past heads split by a view alone
+    (`scrambled`): that is where the values go wrong, and the message says so. A generator, as
+    `localising` is."""
+    if scrambled(finding) is not None:
+        return False
+    pair = yield from run.best_pair(options, steps, matches)
+    if pair is None:
+        return False
+    for step, ref, value in pair:
+        step.expected = value
+        finding.places += ((step, ref),)
+    finding.repaired = True
+    return True
 
 
 class _Run:

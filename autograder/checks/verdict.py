@@ -294,6 +294,10 @@ def use_hints(hints):
 
 # Common errors said in the student's terms, with the sizes from the error itself; tried first.
 TRANSLATIONS = (
+    (re.compile(r"only integer tensors of a single element can be converted to an index"),
+     "PyTorch tried to read a value on that line as an index: a tensor met a tuple or a list where a tensor or"
+     " a number belongs (enumerate, for one, gives (index, value) pairs: unpack them, for i, row in"
+     " enumerate(...)), or a tensor of several numbers was used as an index."),
     (re.compile(r"mat1 and mat2 shapes cannot be multiplied \((\d+)x(\d+) and (\d+)x(\d+)\)"),
      "A matrix product got a {0}x{1} and a {2}x{3} matrix, but the inner sizes ({1} and {2}) must be equal:"
      " check what you transpose, and the (in, out) sizes of each layer or weight."),
