@@ -349,3 +349,25 @@ def test_values_not_masked_yet_match_masked_ones_where_those_are_not_hidden():
     assert localise.hidden_as(torch.tensor([[1.0, 5.0, 6.0], [2.0, 3.0, 7.0], [1.0, 2.0, 3.0]]), expected) == "not yet"
     assert localise.hidden_as(torch.tensor([[1.0, 0.0, 0.0], [2.0, 3.0, 0.0], [1.0, 2.0, 3.0]]), expected) == "filled"
     assert localise.hidden_as(torch.tensor([[9.0, 0.0, 0.0], [2.0, 3.0, 0.0], [1.0, 2.0, 3.0]]), expected) == ""
+
+
+def test_a_table_over_the_features_is_named_by_its_shape():
+    # queries.T @ keys: a (d_out, d_out) table where the scores are (N, N)
+    solutions = COURSE.root / "solutions" / "self_attention.py"
+    code = {"ex4_answer": (
+        "class SelfAttention_v1(nn.Module):\n"
+        "    def __init__(self, d_in, d_out):\n"
+        "        super().__init__()\n"
+        "        self.W_query = nn.Parameter(torch.rand(d_in, d_out))\n"
+        "        self.W_key = nn.Parameter(torch.rand(d_in, d_out))\n"
+        "        self.W_value = nn.Parameter(torch.rand(d_in, d_out))\n"
+        "\n"
+        "    def forward(self, x):\n"
+        "        queries, keys, values = x @ self.W_query, x @ self.W_key, x @ self.W_value\n"
+        "        scores = queries.T @ keys\n"
+        "        return values @ torch.softmax(scores / keys.shape[-1] ** 0.5, dim=-1)\n")}
+    finding, said = found_in(notebook(replace=code, solutions=solutions),
+                             locate=locate_module("SelfAttention_v1", (3, 4), (6, 3)), solutions=solutions,
+                             names=errormodel.step_names(COURSE.root / "exercises" / "self_attention"))
+    assert "line 10, `scores = queries.T @ keys`: from the queries and the keys, which are right" in said
+    assert "a tensor of shape (4, 4), that is (d_out, d_out), where the attention scores have shape (6, 6)" in said

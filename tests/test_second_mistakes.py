@@ -8,12 +8,12 @@ crash at the student's own line is not quieted by the check it comes after.
 import pytest
 import torch
 
-from autograder.checks.checklib import sized_shape
 from autograder.checks.errormodel import mark_unexplained
 from autograder.checks.outcomes import CheckResult, quiet_consequences
 from autograder.checks.rootcause import consequences, one_cause_per_cell, root_cause_once
 from autograder.checks.runner import CellResult
-from autograder.checks.verdict import MistakeApart, NamedMistake, expect_tensor, fail, repairs_begin, repairs_end
+from autograder.checks.verdict import (MistakeApart, NamedMistake, expect_tensor, fail, repairs_begin, repairs_end,
+                                       sized_shape)
 from autograder.record import CheckOutcome, grouped_checks
 from autograder.wire import StudentError
 

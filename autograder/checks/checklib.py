@@ -11,7 +11,7 @@ import torch
 
 from autograder.wire import StudentError, seeded
 from autograder.checks.verdict import (close, expect_close, expect_tensor, fail, listed, name_mistake, no_known_mistake,
-                                        shape_text, short)
+                                        shape_text, short, sized_shape)
 
 
 def randn(rng, *shape):
@@ -231,18 +231,6 @@ def in_plain_container(student, handle, class_name, missing):
              " holding a layer, not a layer: PyTorch registers no layer kept inside one, so its parameters are"
              f" missing. Assign the layer itself (a trailing comma, as in `self.{owners[0]} = ...,`, makes a"
              " tuple); for several layers use nn.ModuleList.")
-
-
-def sized_shape(shape, sizes):
-    """"(50, 8)", or "(50, 8), that is (vocab_size, context_length)" where each number is one of
-    `sizes` ({name: int} the class was made with, `call_sizes`): a shape that says which size went
-    where. A number two sizes share is both ("emb_dim or att_dim"); one that more share, or none,
-    leaves the shape unnamed."""
-    text = shape_text(shape)
-    names = [[name for name, value in sizes.items() if value == n] for n in shape]
-    if not shape or not all(1 <= len(found) <= 2 for found in names):
-        return text
-    return f"{text}, that is ({', '.join(' or '.join(found) for found in names)})"
 
 
 class Locate:

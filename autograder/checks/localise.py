@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from autograder.checks.verdict import ATOL, RTOL, short
+from autograder.checks.verdict import ATOL, RTOL, short, sized_shape
 from autograder.wire import StudentError
 
 MAX_CANDIDATES = 8  # steps tried as the mistake's place
@@ -888,6 +888,27 @@ def scrambled(finding):
     return None
 
 
+def misshapen(finding):
+    """(student step, reference step, [names of what it is made from]) for the first computing step
+    made from right values whose shape no step of the reference has, where the reference makes a
+    named step of the same kind from those values (`queries.T @ keys`, a (d_out, d_out) table where
+    the scores are (N, N)); None when there is none."""
+    steps, refs = finding.student_steps, finding.reference_steps
+    matches = match(steps, refs)
+    shapes = {tuple(ref.shape) for ref in refs}
+    for step in steps:
+        if step.op in LAYOUT or step.value is None or matches.get(step.index) or tuple(step.shape) in shapes:
+            continue
+        right = {ref for source in _nearest_matched(steps, step.index, matches) for ref in matches[source]}
+        # (as many numbers as the reference's step is a layout of it, held otherwise: not this)
+        ref = next((ref for ref in refs if ref.op == step.op and ref.name and ref.value is not None
+                    and ref.value.numel() != step.value.numel() and len(right & _upstream(refs, ref.index)) >= 2), None)
+        if ref is not None:
+            names = list(dict.fromkeys(refs[i].name for i in sorted(right & _upstream(refs, ref.index)) if refs[i].name))
+            return (step, ref, names) if names else None
+    return None
+
+
 def _uses(step, steps):
     """What else to look at: the line that made a mask (an input that is not a float) the
     step uses, or the mask itself when it was made before the code ran (a buffer)."""
@@ -936,6 +957,13 @@ def _message(finding, where):
                     " token order, so each head gets features of several tokens. Split with .view(B, N, num_heads,"
                     " d_head), then move the heads forward with .transpose(1, 2); to join the heads, transpose back"
                     f" first, then view.{unused(finding)}")
+        shaped = misshapen(finding)
+        if shaped is not None:
+            step, ref, made_from = shaped
+            return (f"In {where}, the values first go wrong at {quoted(step)}: from {_and(made_from)}, which are"
+                    f" right, it makes a tensor of shape {sized_shape(step.shape, finding.sizes)}, where"
+                    f" {ref.name} {'have' if ref.name.endswith('s') else 'has'} shape"
+                    f" {sized_shape(ref.shape, finding.sizes)}: check which dimensions that line combines.{unused(finding)}")
         thrown_away = unused(finding)
         return f"In {where}, the values go wrong, and the grader cannot tell where.{thrown_away}" if thrown_away else ""
     matched = (f"Up to there your values match the expected ones ({', '.join(finding.matched[:MAX_NAMES])}). "

@@ -130,6 +130,18 @@ def describe(value):
     return f"a {type(value).__name__}"
 
 
+def sized_shape(shape, sizes):
+    """"(50, 8)", or "(50, 8), that is (vocab_size, context_length)" where each number is one of
+    `sizes` ({name: int} the class was made with, `call_sizes`): a shape that says which size went
+    where. A number two sizes share is both ("emb_dim or att_dim"); one that more share, or none,
+    leaves the shape unnamed."""
+    text = shape_text(shape)
+    names = [[name for name, value in sizes.items() if value == n] for n in shape]
+    if not shape or not all(1 <= len(found) <= 2 for found in names):
+        return text
+    return f"{text}, that is ({', '.join(' or '.join(found) for found in names)})"
+
+
 def shape_difference(got, expected):
     """How shape `got` differs from `expected`, when it is simple (else ""): ": an extra dimension of
     size 1 (...)", ": a dimension of size 1 is missing (...)", ": the same sizes in another order
