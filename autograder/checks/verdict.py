@@ -32,8 +32,8 @@ class MistakeApart(pytest.fail.Exception):
     that setting alone governs. No other mistake of the cell can make it, so it keeps its words
     beside a mistake named elsewhere in the cell, never "fails because of" it
     (errormodel.mark_unexplained); a cell built on a failing exercise still waits for that one.
-    Nor does it quiet the cell's other checks, as a NamedMistake does: it shows that they do not
-    follow from it either way."""
+    Nor does it quiet the cell's other checks, as a NamedMistake does: whether they follow from it
+    is not what it shows."""
 
 
 def fail(message, named=False, apart=False):
@@ -160,8 +160,8 @@ def shape_difference(got, expected):
     return ""
 
 
-# A mistake a check repairs and goes on past, to find what else is wrong (`repaired_past`): the
-# message of the first one met in the running check, or None outside a check that takes them.
+# The mistakes the running check repaired to go on past them and find what else is wrong
+# (`_repaired_past`): their messages, or None outside a check that takes repairs.
 _repaired = contextvars.ContextVar("repaired", default=None)
 
 
@@ -172,9 +172,9 @@ def repairs_begin():
 
 def repairs_end(token, error):
     """What the running check ends with, once the mistakes it repaired on the way are counted: None
-    (it stands as it is: nothing was repaired, or the check broke), or the NamedMistake to raise:
-    the repaired mistake's words, then what the check found with it repaired (`error` is the
-    pytest.fail exception the check raised, or None when it passed)."""
+    where nothing was repaired (it stands as it is), else the NamedMistake to raise: the first
+    repaired mistake's words, then what the check found with it repaired. `error` is what the check
+    raised (None when it passed); one that broke the check tells nothing more."""
     met = _repaired.get() or []
     _repaired.reset(token)
     if not met:
@@ -183,7 +183,8 @@ def repairs_end(token, error):
     if error is None:
         return NamedMistake(msg=f"{first} With only the first of them returned, this check passes.", pytrace=False)
     if isinstance(error, StudentError):  # the student's code raised further on
-        said = f"your code failed: {error}"
+        hint = hint_for(str(error))
+        said = f"your code failed: {error}" + (f" {hint}" if hint else "")
     elif isinstance(error, pytest.fail.Exception):
         said = str(error.msg).strip()
     else:
