@@ -371,3 +371,17 @@ def test_a_table_over_the_features_is_named_by_its_shape():
                              names=errormodel.step_names(COURSE.root / "exercises" / "self_attention"))
     assert "line 10, `scores = queries.T @ keys`: from the queries and the keys, which are right" in said
     assert "a tensor of shape (4, 4), that is (d_out, d_out), where the attention scores have shape (6, 6)" in said
+
+
+def test_a_value_computed_right_and_left_unused_is_named_where_it_should_have_been_used():
+    # The softmax weights are computed, then the raw scores are masked and renormalised instead
+    code = {"ex1_answer": (
+        "def mask_after_softmax(qkt, d_out):\n"
+        "    weights = torch.softmax(qkt / d_out ** 0.5, dim=-1)\n"
+        "    n = qkt.shape[-1]\n"
+        "    masked = qkt * torch.tril(torch.ones(n, n))\n"
+        "    return masked / masked.sum(dim=-1, keepdim=True)\n")}
+    finding, said = found_in(notebook(replace=code), locate=locate_function(
+        "mask_after_softmax", lambda rng: [torch.rand(2, 5, 5, generator=rng) + 0.5, 4]))
+    assert "line 2, `weights = torch.softmax(qkt / d_out ** 0.5, dim=-1)` computes the attention weights right" in said
+    assert "no later line uses that value: line 4 should start from them, and starts from other values instead" in said

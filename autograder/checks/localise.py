@@ -827,6 +827,13 @@ def unused(finding):
                  and refs[i].op not in LAYOUT and not any(other.index != step.index and i in matches.get(other.index, [])
                                                           for other in steps)]
         if named:
+            # (a place whose expected value the reference makes from it: that line is where it went unused)
+            there = next((place for place, ref in finding.places if named[0].index in _upstream(refs, ref.index)
+                          and step.index not in _upstream(steps, place.index)), None)
+            if there is not None:
+                them = "them" if named[0].name.endswith("s") else "it"
+                return (f" Note that {quoted(step)} computes {named[0].name} right, but no later line uses that value:"
+                        f" line {there.line} should start from {them}, and starts from other values instead.")
             return (f" Note that {quoted(step)} computes {named[0].name} right, but no later line uses that value"
                     " (was its result meant to be assigned, or used in the next line?).")
     return ""

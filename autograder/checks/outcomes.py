@@ -104,7 +104,7 @@ def quiet_consequences(checks):
     failed = {check.name.split("[")[0] for check in checks if not check.passed}
     for check in checks:
         # (a mistake apart is not what a fixed-inputs check's needed checks test: only `after` quiets it)
-        needs = () if check.apart else check.needs
+        needs = () if getattr(check, "apart", False) else check.needs
         if not check.passed and set(check.after + needs) & failed:
             # (an error raised at a line of the student's own here, and in no check it needs, is not what
             # that check found: no repair ran to show it goes away, so it is said; the same error twice is
