@@ -225,7 +225,7 @@ LAYOUT = {"transpose", "permute", "view", "reshape", "contiguous", "unsqueeze", 
 
 def match(student_steps, reference_steps):
     """{student step index: [reference step indices with the same values]} (float steps). A step
-    not masked yet matches a masked reference step where that one is not hidden (`before_masking`):
+    not masked yet matches a masked reference step where that one is not hidden (`hidden_as`):
     code that masks later is right up to there."""
     found = {}
     for step in student_steps:
@@ -501,7 +501,7 @@ def _as_a_pair(run, finding, options, steps, matches):
     when a pair did (its places added to `finding`, repaired). Not past heads split by a view alone
     (`scrambled`): that is where the values go wrong, and the message says so. A generator, as
     `localising` is."""
-    if scrambled(finding) is not None:
+    if scrambled(finding, matches) is not None:
         return False
     pair = yield from run.best_pair(options, steps, matches)
     if pair is None:
@@ -870,13 +870,13 @@ def _and(items):
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
-def scrambled(finding):
+def scrambled(finding, matches=None):
     """(student step, reference step it comes from) for the first view or reshape that the student's
     right values go into and whose output holds the same numbers as the reference's own arrangement
     of them, in an order none of that arrangement's layouts gives (heads split by a view alone, with
-    no transpose); None when there is none."""
+    no transpose); None when there is none. `matches`: `match` of the finding's steps, if made."""
     steps, refs = finding.student_steps, finding.reference_steps
-    matches = match(steps, refs)
+    matches = match(steps, refs) if matches is None else matches
     for step in steps:
         if step.op not in ("view", "reshape") or step.value is None or matches.get(step.index):
             continue
@@ -895,13 +895,13 @@ def scrambled(finding):
     return None
 
 
-def misshapen(finding):
+def misshapen(finding, matches=None):
     """(student step, reference step, [names of what it is made from]) for the first computing step
     made from right values whose shape no step of the reference has, where the reference makes a
     named step of the same kind from those values (`queries.T @ keys`, a (d_out, d_out) table where
-    the scores are (N, N)); None when there is none."""
+    the scores are (N, N)); None when there is none. `matches`: `match` of the finding's steps, if made."""
     steps, refs = finding.student_steps, finding.reference_steps
-    matches = match(steps, refs)
+    matches = match(steps, refs) if matches is None else matches
     shapes = {tuple(ref.shape) for ref in refs}
     for step in steps:
         if step.op in LAYOUT or step.value is None or matches.get(step.index) or tuple(step.shape) in shapes:
@@ -956,7 +956,8 @@ def _message(finding, where):
     if finding.early is not None:
         return _early(finding, where)
     if not finding.places:
-        mixed = scrambled(finding)
+        matches = match(finding.student_steps, finding.reference_steps)  # (read by both below)
+        mixed = scrambled(finding, matches)
         if mixed is not None:
             step, ref = mixed
             return (f"In {where}, the values first go wrong at {quoted(step)}: it holds the numbers of {ref.name}, but"
@@ -964,7 +965,7 @@ def _message(finding, where):
                     " token order, so each head gets features of several tokens. Split with .view(B, N, num_heads,"
                     " d_head), then move the heads forward with .transpose(1, 2); to join the heads, transpose back"
                     f" first, then view.{unused(finding)}")
-        shaped = misshapen(finding)
+        shaped = misshapen(finding, matches)
         if shaped is not None:
             step, ref, made_from = shaped
             return (f"In {where}, the values first go wrong at {quoted(step)}: from {_and(made_from)}, which are"

@@ -110,25 +110,28 @@ def quiet_consequences(checks):
             # that check found: no repair ran to show it goes away, so it is said; the same error twice is
             # not. One raised in library code, on what the student's code made, may well be that check's
             # mistake showing again: a collate of windows of different lengths)
-            raised = _raised(check.message) if "(your line " in check.message else ""
+            raised = raised_error(check.message) if at_own_line(check.message) else ""
             if not raised or _raised_elsewhere(check, checks, raised):
                 check.message = ""
     return checks
 
 
-_RAISED = re.compile(r"\braised (\w+(?:Error|Exception)\b[^(]*)")
+def raised_error(message):
+    """The exception in a check's message about the student's code raising ("... raised
+    RuntimeError: ...", without the student's line), or "" for any other message."""
+    found = re.search(r" raised (\w+(?:Error|Exception|Interrupt)\b.*?)(?: \(your line \d+:|$)", message or "")
+    return found.group(1).strip().rstrip(".") if found else ""
 
 
-def _raised(message):
-    """The error a check's message says the student's code raised ("TypeError: ..."), or ""."""
-    found = _RAISED.search(message or "")
-    return found.group(1).strip() if found else ""
+def at_own_line(message):
+    """Whether the student's error reached a line of their own code ("(your line N: ...)")."""
+    return re.search(r"\(your line \d+:", message or "") is not None
 
 
 def _raised_elsewhere(check, checks, raised):
     """Whether a failing check that `check` needs says the same error."""
     needed = set(check.after + check.needs)
-    return any(not other.passed and other.name.split("[")[0] in needed and _raised(other.message) == raised
+    return any(not other.passed and other.name.split("[")[0] in needed and raised_error(other.message) == raised
                for other in checks)
 
 

@@ -21,6 +21,7 @@ the words change, and they are true whatever the cell's own code is.
 """
 import re
 
+from autograder.checks.outcomes import at_own_line, raised_error
 from autograder.checks.verdict import short
 from autograder.record import UNTESTED
 
@@ -112,8 +113,8 @@ def one_cause_per_cell(cells):
         seen, crashes = set(), set()
         for check in failing:
             said = _explanation(check.message)
-            crash = _crash_of(check.message)
-            if crash and (diagnosed or named) and _before_own_code(check.message) and not _explains(speaking, crash):
+            crash = raised_error(check.message)
+            if crash and (diagnosed or named) and not at_own_line(check.message) and not _explains(speaking, crash):
                 # An error raised before any line of the student's code ran (a class without a
                 # forward method) is not what the named mistake computes: a second mistake, said once.
                 if crash in crashes:
@@ -125,18 +126,6 @@ def one_cause_per_cell(cells):
                 check.message = ""
             seen.add(said)
     return cells
-
-
-def _crash_of(message):
-    """The exception in a check's message about the student's code raising ("... raised
-    RuntimeError: ...", without the student's line), or "" for any other message."""
-    found = re.search(r" raised (\w+(?:Error|Exception|Interrupt)\b.*?)(?: \(your line \d+:|$)", message)
-    return found.group(1).strip().rstrip(".") if found else ""
-
-
-def _before_own_code(message):
-    """Whether the student's error never reached a line of their code (no "(your line N: ...)")."""
-    return re.search(r"\(your line \d+:", message) is None
 
 
 def _explains(speaking, crash):
