@@ -244,3 +244,37 @@ def test_edited_references_follow_the_solutions_file_when_it_changes(tmp_path):
     assert reference.edited_regions(solutions, edit)["ex1_answer"].strip().endswith("return x * 3 + 1")
     namespace = reference._execute(solutions, include_scripts=False, edits=tuple(edit))
     assert namespace.scale(1) == 4
+
+
+WARMED = r"""
+import sys, torch
+from autograder.checks import errormodel
+from autograder.checks.runner import CheckSession
+from helpers import assignment_of
+
+assignment = assignment_of()
+session = CheckSession(assignment)  # the checks loaded first, as a grading worker does
+errormodel.warm_up()
+paid = "sympy" in sys.modules  # the meta device's first call, paid here
+outcomes = errormodel.reproduced(session, assignment, "ex3", (("ex3", "fill-zero"),), 0)
+session.close()
+print(paid, "torch._dynamo" in sys.modules, sorted(name for name, (ok, _) in outcomes.items() if not ok))
+"""
+
+
+def test_a_warmed_grader_reproduces_a_mistake_without_torchs_compiler(tmp_path):
+    """A grading worker pays torch's first-call costs once, while its sandbox starts
+    (errormodel.warm_up): the first mistake it reproduces in its own process, whose checks move a
+    module to the meta device, then neither imports torch's compiler (about 1.5 s inside one
+    student's grading time) nor changes what the mistake alone fails."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    tests = Path(__file__).resolve().parent
+    done = subprocess.run([sys.executable, "-c", WARMED], cwd=tests, capture_output=True, text=True, timeout=300,
+                          env={**__import__("os").environ, "PYTHONPATH": str(tests)})
+    assert done.returncode == 0, done.stderr[-3000:]
+    paid, compiler, failing = done.stdout.strip().splitlines()[-1].split(" ", 2)
+    assert (paid, compiler) == ("True", "False")
+    assert "test_reference_values" in failing and "test_moves_with_model" not in failing

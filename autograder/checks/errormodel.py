@@ -27,6 +27,7 @@ from pathlib import Path
 import torch
 
 from autograder.course import reference as reference_module
+from autograder.inside import warm
 from autograder.inside.student import NamespaceStudent
 from autograder.wire import StudentError
 from autograder.checks.verdict import ATOL, RTOL
@@ -188,6 +189,15 @@ def message(chosen):
     if len(chosen) == 1:
         return chosen[0].message
     return "Two things to fix here. " + " ".join(f"({n}) {m.message}" for n, m in enumerate(chosen, 1))
+
+
+def warm_up():
+    """Pay, once per grading process, what the first `reproduced` would pay inside a student's
+    grading time: torch's first probe calls (about 0.5 s, sympy for the meta device) and, without
+    this, an import of torch's compiler (about 1.5 s) that nothing here uses. Call it after the
+    checks are loaded (their imports define kernels `warm.defer_dynamo` marks)."""
+    warm.first_calls()
+    warm.defer_dynamo()
 
 
 def reproduced(session, assignment, grade_id, causes, seed):

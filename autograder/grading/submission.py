@@ -17,6 +17,7 @@ from autograder.course import Course, derive_seed
 from autograder.record import GRADED, INVALID, CellError, CellScore, CheckOutcome, Result, cell_in_words
 from autograder.grading.sandbox.isolation import NoSandbox
 from autograder.checks.errormodel import load as load_error_model, mark_unexplained, reproduced
+from autograder.checks.errormodel import warm_up as warm_up_reproductions
 from autograder.course.regions import read_regions
 from autograder.grading.repairs import Planner
 from autograder.checks.rootcause import (consequences, missing_because_crashed, one_cause_per_cell, root_cause_once,
@@ -89,6 +90,7 @@ class GradingWorker:
         self._prepare(assignment)
         verify()  # this process compares answers: its comparisons must be torch's own
         self.checks = CheckSession(assignment)
+        self._warm_up()
         self.sandbox.await_hello()
         # This process lives for the whole batch: keep the garbage collector from
         # walking torch's and pytest's objects again and again.
@@ -107,6 +109,15 @@ class GradingWorker:
         self.source = nbformat.read(assignment.source_notebook, as_version=4)
         self.release = nbformat.read(assignment.release_notebook, as_version=4)
         self.owners, self.stubs = owners(self.source), stub_errors(self.release)
+
+    def _warm_up(self):
+        """torch's first-call costs, paid here while the sandbox starts, not by the first
+        submission whose diagnosis the grader reproduces in this process (checks/errormodel.py)."""
+        try:
+            if load_error_model(self.assignment.folder):
+                warm_up_reproductions()
+        except Exception:  # noqa: BLE001 (only a speed-up: a real problem shows when the checks run)
+            pass
 
     def close(self):
         checks, self.checks = self.checks, None
