@@ -371,6 +371,16 @@ def test_a_table_over_the_features_is_named_by_its_shape():
                              names=errormodel.step_names(COURSE.root / "exercises" / "self_attention"))
     assert "line 10, `scores = queries.T @ keys`: from the queries and the keys, which are right" in said
     assert "a tensor of shape (4, 4), that is (d_out, d_out), where the attention scores have shape (6, 6)" in said
+    assert "divides it by" not in said  # its scale is the reference's: nothing more to say
+    # the same table divided by the square root of d_in: a second mistake, measured past the first
+    code["ex4_answer"] = code["ex4_answer"].replace("keys.shape[-1] ** 0.5", "self.d_in ** 0.5").replace(
+        "super().__init__()\n", "super().__init__()\n        self.d_in = d_in\n")
+    _, said = found_in(notebook(replace=code, solutions=solutions),
+                       locate=locate_module("SelfAttention_v1", (3, 4), (6, 3)), solutions=solutions,
+                       names=errormodel.step_names(COURSE.root / "exercises" / "self_attention"))
+    assert "a tensor of shape (4, 4), that is (d_out, d_out)" in said
+    assert ("Then line 12, `return values @ torch.softmax(scores / self.d_in ** 0.5, dim=-1)` divides it by 1.73"
+            " (the square root of d_in = 3), where the attention scores are divided by 2") in said
 
 
 def test_a_value_computed_right_and_left_unused_is_named_where_it_should_have_been_used():

@@ -139,3 +139,27 @@ def test_a_crash_at_the_students_own_line_is_not_quieted_by_the_check_it_comes_a
     assert "ConnectionError" in checks[1].message  # my_batch's own line: the windows' check never ran it
     assert checks[2].message == ""  # raised in library code, on the windows the first check found wrong
     assert checks[3].message == ""
+
+
+def test_layers_where_the_exercise_asks_for_parameters_are_not_told_to_use_layers():
+    """A message that says which names are missing tells the student what the exercise asks for,
+    read from the reference: here nn.Parameter, not the nn.Linear layers the student used."""
+    from torch import nn
+
+    from autograder.checks.checklib import paired
+    from autograder.course import reference as reference_code
+    from autograder.inside.student import NamespaceStudent
+    from helpers import COURSE
+
+    class CrossAttention(nn.Module):
+        def __init__(self, d_in, d_out_kq, d_out_v):
+            super().__init__()
+            self.W_query, self.W_key = nn.Linear(d_in, d_out_kq), nn.Linear(d_in, d_out_kq)
+            self.W_value = nn.Linear(d_in, d_out_v)
+
+    reference = reference_code.load(COURSE.root / "solutions" / "self_attention.py")
+    with pytest.raises(pytest.fail.Exception) as failed:
+        paired(NamespaceStudent({"CrossAttention": CrossAttention}), reference, "CrossAttention", (5, 3, 4),
+               torch.Generator().manual_seed(0))
+    said = str(failed.value)
+    assert "no parameter named W_query" in said and "each an nn.Parameter" in said and "nn.Linear" not in said

@@ -56,8 +56,12 @@ def paired(student, reference, class_name, args, rng, overrides=None, **kwargs):
     if report["missing"]:
         in_plain_container(student, handle, class_name, report["missing"])
         names = listed(report["missing"], 4)
+        # (what the exercise asks for, read from the reference: a layer's parameters have a dot)
+        dotted = {"." in name for name in report["missing"]}
+        made = {frozenset({True}): "nn.Linear/nn.Embedding layers", frozenset({False}): "each an nn.Parameter"}.get(
+            frozenset(dotted), "layers or nn.Parameter")
         fail(f"Your {class_name} has no parameter named {names}. Use the attribute names the"
-             f" exercise gives (and nn.Linear/nn.Embedding layers), so weights can be compared.")
+             f" exercise gives ({made}, as it asks), so weights can be compared.")
     if report["wrong_shape"]:
         name, (got, want) = next(iter(report["wrong_shape"].items()))
         sizes = call_sizes(getattr(reference, class_name), args, kwargs)

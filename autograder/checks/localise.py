@@ -916,6 +916,33 @@ def misshapen(finding, matches=None):
     return None
 
 
+SCALING = ("div", "truediv", "mul", "rdiv")
+
+
+def _scale_past(step, ref, finding):
+    """For a table of the wrong shape (`misshapen`): the constant the student's code scales it by
+    next, where that differs from the one the reference scales its own table by. Both are measured
+    on the values (each scaled step over the table it is made from), never read from the code."""
+    (mine, scaled), (theirs, expected) = _scaled_by(finding.student_steps, step), _scaled_by(finding.reference_steps, ref)
+    if mine is None or theirs is None or abs(mine / theirs - 1) < 1e-3:
+        return ""
+    sizes = finding.sizes
+    return (f" Then {quoted(scaled)} divides it by {_number(mine, 'named', sizes, scaled.code)}, where"
+            f" {ref.name} {'are' if ref.name.endswith('s') else 'is'} divided by"
+            f" {_number(theirs, True, sizes, expected.code)}.")
+
+
+def _scaled_by(steps, table):
+    """(d, the step) where the first step made from `table` by a division or product is `table` / d,
+    else (None, None)."""
+    scaled = next((s for s in steps if s.index > table.index and table.index in s.came_from and s.op in SCALING),
+                  None)
+    if scaled is None or scaled.value is None or table.value is None:
+        return None, None
+    factor = _constant(scaled.value, table.value)
+    return (None, None) if factor is None or abs(factor) < 1e-6 else (1 / factor, scaled)
+
+
 def _uses(step, steps):
     """What else to look at: the line that made a mask (an input that is not a float) the
     step uses, or the mask itself when it was made before the code ran (a buffer)."""
@@ -971,7 +998,8 @@ def _message(finding, where):
             return (f"In {where}, the values first go wrong at {quoted(step)}: from {_and(made_from)}, which are"
                     f" right, it makes a tensor of shape {sized_shape(step.shape, finding.sizes)}, where"
                     f" {ref.name} {'have' if ref.name.endswith('s') else 'has'} shape"
-                    f" {sized_shape(ref.shape, finding.sizes)}: check which dimensions that line combines.{unused(finding)}")
+                    f" {sized_shape(ref.shape, finding.sizes)}: check which dimensions that line combines."
+                    f"{_scale_past(step, ref, finding)}{unused(finding)}")
         thrown_away = unused(finding)
         return f"In {where}, the values go wrong, and the grader cannot tell where.{thrown_away}" if thrown_away else ""
     matched = (f"Up to there your values match the expected ones ({', '.join(finding.matched[:MAX_NAMES])}). "
