@@ -394,4 +394,11 @@ def test_a_value_computed_right_and_left_unused_is_named_where_it_should_have_be
     finding, said = found_in(notebook(replace=code), locate=locate_function(
         "mask_after_softmax", lambda rng: [torch.rand(2, 5, 5, generator=rng) + 0.5, 4]))
     assert "line 2, `weights = torch.softmax(qkt / d_out ** 0.5, dim=-1)` computes the attention weights right" in said
-    assert "no later line uses that value: line 4 should start from them, and starts from other values instead" in said
+    assert "no later line uses that value: line 4 should start from them, and starts from qkt, the input, instead" in said
+    # measured on the values, not read from the line: where they are not the input's, "other values"
+    qkt = torch.rand(2, 5, 5) + 0.5
+    mask = localise.Step(0, 3, "m = torch.tril(torch.ones(n, n))", "tril", (5, 5), torch.ones(5, 5).tril(), [])
+    for value, said in ((qkt * mask.value, "qkt, the input,"), (qkt * mask.value / 2, "other values")):
+        step = localise.Step(1, 4, "masked = qkt * m", "mul", (2, 5, 5), value, [0])
+        finding = localise.Finding(student_steps=[mask, step], inputs=[qkt], input_names=["qkt"])
+        assert localise._given(step, finding) == said

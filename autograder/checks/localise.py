@@ -75,6 +75,7 @@ class Finding:
     early: object = None  # (student step, reference step): the output is this earlier step of the reference
     missing_parameters: list = field(default_factory=list)  # the reference's, which the student's module lacks
     sizes: dict = field(default_factory=dict)  # {name: int} the code was called with ("d_out": 4): numbers name them
+    input_names: list = field(default_factory=list)  # the exercise's names of `inputs` (its def line's), if known
 
 
 def steps_of(raw, names=None):
@@ -833,10 +834,37 @@ def unused(finding):
             if there is not None:
                 them = "them" if named[0].name.endswith("s") else "it"
                 return (f" Note that {quoted(step)} computes {named[0].name} right, but no later line uses that value:"
-                        f" line {there.line} should start from {them}, and starts from other values instead.")
+                        f" line {there.line} should start from {them}, and starts from {_given(there, finding)} instead.")
             return (f" Note that {quoted(step)} computes {named[0].name} right, but no later line uses that value"
                     " (was its result meant to be assigned, or used in the next line?).")
     return ""
+
+
+def _zeros_and_ones(step):
+    """A mask: true/false, or made of 0s and 1s (torch.tril(torch.ones(n, n)))."""
+    value = step.value
+    return value.dtype == torch.bool or bool(((value == 0) | (value == 1)).all())
+
+
+def _given(step, finding):
+    """What `step` starts from where it uses no computed value but one the code was given: "qkt, the
+    input," when its values are that input's wherever they are kept (not zeroed or hidden by a
+    mask), measured; "other values" otherwise."""
+    by_index = {other.index: other for other in finding.student_steps}
+    if step.value is None or any(i in by_index and by_index[i].value is not None and not _zeros_and_ones(by_index[i])
+                                 for i in step.came_from):
+        return "other values"
+    kept = torch.isfinite(step.value) & (step.value != 0)
+    for position, given in enumerate(finding.inputs):
+        try:
+            given = given.expand_as(step.value)
+        except RuntimeError:
+            continue
+        if kept.sum() >= 2 and _close(step.value[kept], given[kept]):
+            name = finding.input_names[position] if position < len(finding.input_names) else ""
+            named = name and re.search(rf"(?<![\w]){re.escape(name)}(?![\w])", step.code or "")
+            return f"{name}, the input," if named else "the input"
+    return "other values"
 
 
 def _rearranged(step, steps, matches, reference_steps):
