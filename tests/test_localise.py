@@ -381,6 +381,11 @@ def test_a_table_over_the_features_is_named_by_its_shape():
     assert "a tensor of shape (4, 4), that is (d_out, d_out)" in said
     assert ("Then line 12, `return values @ torch.softmax(scores / self.d_in ** 0.5, dim=-1)` divides it by 1.73"
             " (the square root of d_in = 3), where the attention scores are divided by 2") in said
+    code["ex4_answer"] = code["ex4_answer"].replace("scores / self.d_in ** 0.5", "scores * self.d_in ** 0.5")
+    _, said = found_in(notebook(replace=code, solutions=solutions),
+                       locate=locate_module("SelfAttention_v1", (3, 4), (6, 3)), solutions=solutions,
+                       names=errormodel.step_names(COURSE.root / "exercises" / "self_attention"))
+    assert "multiplies it by 1.73 (the square root of d_in = 3), where the attention scores are divided by 2" in said
 
 
 def test_a_value_computed_right_and_left_unused_is_named_where_it_should_have_been_used():

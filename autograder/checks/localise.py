@@ -955,9 +955,10 @@ def _scale_past(step, ref, finding):
     if mine is None or theirs is None or abs(mine / theirs - 1) < 1e-3:
         return ""
     sizes = finding.sizes
-    return (f" Then {quoted(scaled)} divides it by {_number(mine, 'named', sizes, scaled.code)}, where"
-            f" {ref.name} {'are' if ref.name.endswith('s') else 'is'} divided by"
-            f" {_number(theirs, True, sizes, expected.code)}.")
+    does = (f"multiplies it by {_number(1 / mine, 'named', sizes, scaled.code)}" if abs(mine) < 1
+            else f"divides it by {_number(mine, 'named', sizes, scaled.code)}")
+    return (f" Then {quoted(scaled)} {does}, where {ref.name} {'are' if ref.name.endswith('s') else 'is'} divided"
+            f" by {_number(theirs, True, sizes, expected.code)}.")
 
 
 def _scaled_by(steps, table):
