@@ -267,13 +267,14 @@ def test_a_warmed_grader_reproduces_a_mistake_without_torchs_compiler(tmp_path):
     (errormodel.warm_up): the first mistake it reproduces in its own process, whose checks move a
     module to the meta device, then neither imports torch's compiler (about 1.5 s inside one
     student's grading time) nor changes what the mistake alone fails."""
+    import os
     import subprocess
     import sys
     from pathlib import Path
 
     tests = Path(__file__).resolve().parent
     done = subprocess.run([sys.executable, "-c", WARMED], cwd=tests, capture_output=True, text=True, timeout=300,
-                          env={**__import__("os").environ, "PYTHONPATH": str(tests)})
+                          env={**os.environ, "PYTHONPATH": f"{tests}{os.pathsep}{tests.parent}"})
     assert done.returncode == 0, done.stderr[-3000:]
     paid, compiler, failing = done.stdout.strip().splitlines()[-1].split(" ", 2)
     assert (paid, compiler) == ("True", "False")

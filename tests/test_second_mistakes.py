@@ -163,3 +163,14 @@ def test_layers_where_the_exercise_asks_for_parameters_are_not_told_to_use_layer
                torch.Generator().manual_seed(0))
     said = str(failed.value)
     assert "no parameter named W_query" in said and "each an nn.Parameter" in said and "nn.Linear" not in said
+
+    class Forged(NamespaceStudent):  # a sandbox that reports names the reference does not have
+        def build(self, *args, **kwargs):
+            built = super().build(*args, **kwargs)
+            built["report"]["missing"] = ["W_query.weight", "W_key.weight"]
+            return built
+
+    with pytest.raises(pytest.fail.Exception) as failed:
+        paired(Forged({"CrossAttention": CrossAttention}), reference, "CrossAttention", (5, 3, 4),
+               torch.Generator().manual_seed(0))
+    assert "(layers or nn.Parameter, as it asks)" in str(failed.value)  # the reference's words, not the report's

@@ -56,10 +56,12 @@ def paired(student, reference, class_name, args, rng, overrides=None, **kwargs):
     if report["missing"]:
         in_plain_container(student, handle, class_name, report["missing"])
         names = listed(report["missing"], 4)
-        # (what the exercise asks for, read from the reference: a layer's parameters have a dot)
-        dotted = {"." in name for name in report["missing"]}
-        made = {frozenset({True}): "nn.Linear/nn.Embedding layers", frozenset({False}): "each an nn.Parameter"}.get(
-            frozenset(dotted), "layers or nn.Parameter")
+        # What the exercise asks for, read from the reference's own names (the sandbox's report only
+        # picks which of them are missing): a layer's parameters have a dot in their names.
+        asked = [name for name in params if name in set(report["missing"])]
+        made = ("nn.Linear/nn.Embedding layers" if asked and all("." in name for name in asked)
+                else "each an nn.Parameter" if asked and not any("." in name for name in asked)
+                else "layers or nn.Parameter")
         fail(f"Your {class_name} has no parameter named {names}. Use the attribute names the"
              f" exercise gives ({made}, as it asks), so weights can be compared.")
     if report["wrong_shape"]:
@@ -199,6 +201,7 @@ class Locating:
         if found is not None:
             found.missing_parameters = list(missing)
             found.sizes = call_sizes(getattr(self.reference, class_name), args, kwargs)
+            found.input_names = input_names(ref.forward, inputs)
         return found
 
     def function(self, name, inputs):
@@ -215,7 +218,8 @@ class Locating:
 
 
 def input_names(function, inputs):
-    """The names the exercise's def line gives the tensors among `inputs` (positional), in order."""
+    """The names the exercise's def line gives the tensors among `inputs` (positional), in order
+    (of a module: its forward's, a bound method)."""
     try:
         bound = inspect.signature(function).bind_partial(*inputs).arguments
     except (TypeError, ValueError):

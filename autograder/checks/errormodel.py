@@ -195,9 +195,9 @@ def warm_up():
     """Pay, once per grading process, what the first `reproduced` would pay inside a student's
     grading time: torch's first probe calls (about 0.5 s, sympy for the meta device) and, without
     this, an import of torch's compiler (about 1.5 s) that nothing here uses. Call it after the
-    checks are loaded (their imports define kernels `warm.defer_dynamo` marks)."""
+    checks are loaded: their imports define kernels that `first_calls` keeps from importing the
+    compiler (`warm.defer_dynamo`, which it calls after its own imports)."""
     warm.first_calls()
-    warm.defer_dynamo()
 
 
 def reproduced(session, assignment, grade_id, causes, seed):

@@ -754,10 +754,15 @@ def _scaling(step, ref, reference_steps, inputs=(), sizes=None):
     ratio = _constant(step.value, expected)
     if divisor is None or ratio is None or abs(ratio - 1) < 1e-3 or abs(ratio) < 1e-3:
         return ""
-    theirs = divisor / ratio
-    does = (f"multiplies by {_number(1 / theirs, 'named', sizes, step.code)}" if abs(theirs) < 1
-            else f"divides by {_number(theirs, 'named', sizes, step.code)}")
-    return f"it {does}, where it should divide by {_number(divisor, True, sizes, ref.code)}"
+    return (f"it {_divides_by(divisor / ratio, sizes, step.code)}, where it should divide by"
+            f" {_number(divisor, True, sizes, ref.code)}")
+
+
+def _divides_by(d, sizes, code, what=""):
+    """"divides{what} by 2 (the square root of d_out = 4)", or "multiplies{what} by 2" where d < 1."""
+    if abs(d) < 1:
+        return f"multiplies{what} by {_number(1 / d, 'named', sizes, code)}"
+    return f"divides{what} by {_number(d, 'named', sizes, code)}"
 
 
 def _constant(a, b):
@@ -855,12 +860,14 @@ def _given(step, finding):
                                  for i in step.came_from):
         return "other values"
     kept = torch.isfinite(step.value) & (step.value != 0)
+    if kept.sum() < 2:
+        return "other values"
     for position, given in enumerate(finding.inputs):
         try:
             given = given.expand_as(step.value)
         except RuntimeError:
             continue
-        if kept.sum() >= 2 and _close(step.value[kept], given[kept]):
+        if _close(step.value[kept], given[kept]):
             name = finding.input_names[position] if position < len(finding.input_names) else ""
             named = name and re.search(rf"(?<![\w]){re.escape(name)}(?![\w])", step.code or "")
             return f"{name}, the input," if named else "the input"
@@ -954,11 +961,8 @@ def _scale_past(step, ref, finding):
     (mine, scaled), (theirs, expected) = _scaled_by(finding.student_steps, step), _scaled_by(finding.reference_steps, ref)
     if mine is None or theirs is None or abs(mine / theirs - 1) < 1e-3:
         return ""
-    sizes = finding.sizes
-    does = (f"multiplies it by {_number(1 / mine, 'named', sizes, scaled.code)}" if abs(mine) < 1
-            else f"divides it by {_number(mine, 'named', sizes, scaled.code)}")
-    return (f" Then {quoted(scaled)} {does}, where {ref.name} {'are' if ref.name.endswith('s') else 'is'} divided"
-            f" by {_number(theirs, True, sizes, expected.code)}.")
+    return (f" Then {quoted(scaled)} {_divides_by(mine, finding.sizes, scaled.code, ' it')}, where {ref.name}"
+            f" {'are' if ref.name.endswith('s') else 'is'} divided by {_number(theirs, True, finding.sizes, expected.code)}.")
 
 
 def _scaled_by(steps, table):
